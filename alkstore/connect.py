@@ -1,0 +1,28 @@
+"""``alkstore.connect``: open a store from a URL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from alkstore.core.names import check_schema
+from alkstore.engines import open_engine, resolve_url
+from alkstore.store import Store
+
+__all__ = ["connect"]
+
+
+async def connect(url: str | None = None, *, schema: str = "alkstore", **options: Any) -> Store:
+    """Open a store, creating or upgrading its tables.
+
+    ``url`` is ``sqlite:///relative.db``, ``sqlite:////abs/path.db`` or
+    ``postgresql://user@host:port/db``; with none, ``$ALKSTORE_URL``, else
+    ``sqlite:///alkstore.db``. Engine options come from the URL's query string
+    or from keyword arguments (see README, "Configuration").
+
+    >>> store = await alkstore.connect("sqlite:///jobs.db")
+    >>> async with await alkstore.connect() as store: ...
+    """
+    resolved = resolve_url(url)
+    engine = open_engine(resolved, check_schema(schema), options)
+    await engine.open()
+    return Store(engine, resolved)

@@ -1,0 +1,1 @@
+"""Engine-neutral logic, free of I/O: validation, options, backoff, payloads, snapshots."""

@@ -1,0 +1,159 @@
+"""QueueOpts, EnqueueOpts and the resolution of enqueue options over a queue's stamps.
+
+Resolution is engine-neutral but clock-free: the engine applies its own clock
+(the server's ``now()`` on PostgreSQL) to the relative parts, so one clock
+reading per enqueue is the engine's, never the caller's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from typing import NamedTuple
+
+from alkstore.errors import InvalidArgumentError
+
+__all__ = ["EnqueueOpts", "QueueOpts", "Stamps", "check_positive", "resolve"]
+
+# priorities live in a 32-bit integer column on every engine
+PRIORITY_MIN = -(2**31)
+PRIORITY_MAX = 2**31 - 1
+# a duration beyond ~100 years is a mistake, and overflows timestamp arithmetic
+DURATION_MAX_S = 100 * 365 * 86400.0
+
+
+def _number(name: str, value: object) -> float:
+    if type(value) not in (int, float):  # bool is excluded on purpose
+        raise InvalidArgumentError(f"{name} must be a number, got {value!r}")
+    f = float(value)  # type: ignore[arg-type]  # checked just above
+    if not math.isfinite(f) or f > DURATION_MAX_S:
+        raise InvalidArgumentError(f"{name} must be a finite number of seconds, got {value!r}")
+    return f
+
+
+def check_positive(name: str, value: object) -> float:
+    """Return ``value`` as seconds if it is a finite number > 0."""
+    f = _number(name, value)
+    if f <= 0:
+        raise InvalidArgumentError(f"{name} must be > 0, got {value!r}")
+    return f
+
+
+def check_non_negative(name: str, value: object) -> float:
+    """Return ``value`` as seconds if it is a finite number >= 0."""
+    f = _number(name, value)
+    if f < 0:
+        raise InvalidArgumentError(f"{name} must be >= 0, got {value!r}")
+    return f
+
+
+def check_priority(name: str, value: object) -> int:
+    """Return ``value`` if it is an int within the 32-bit priority range."""
+    if type(value) is not int or not PRIORITY_MIN <= value <= PRIORITY_MAX:
+        raise InvalidArgumentError(
+            f"{name} must be an int in [{PRIORITY_MIN}, {PRIORITY_MAX}], got {value!r}"
+        )
+    return value
+
+
+def check_attempts(name: str, value: object) -> int:
+    """Return ``value`` if it is an int >= 1 (and fits a 32-bit column)."""
+    if type(value) is not int or not 1 <= value <= PRIORITY_MAX:
+        raise InvalidArgumentError(f"{name} must be an int >= 1, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class QueueOpts:
+    """A queue handle's stamps, copied onto each job at enqueue."""
+
+    visibility_timeout_s: float = 30.0
+    max_attempts: int = 5
+    retry_base_s: float = 1.0
+    priority: int = 0
+    expires_in_s: float | None = None
+    dead_letter_retention_s: float | None = None
+
+    def __post_init__(self) -> None:
+        check_positive("visibility_timeout_s", self.visibility_timeout_s)
+        check_attempts("max_attempts", self.max_attempts)
+        check_non_negative("retry_base_s", self.retry_base_s)
+        check_priority("priority", self.priority)
+        if self.expires_in_s is not None:
+            check_positive("expires_in_s", self.expires_in_s)
+        if self.dead_letter_retention_s is not None:
+            check_non_negative("dead_letter_retention_s", self.dead_letter_retention_s)
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueOpts:
+    """Per-enqueue options; ``None`` means "use the queue's default"."""
+
+    priority: int | None = None
+    delay_s: float | None = None
+    run_at: datetime | None = None
+    expires_in_s: float | None = None
+    max_attempts: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.priority is not None:
+            check_priority("priority", self.priority)
+        if self.delay_s is not None:
+            check_non_negative("delay_s", self.delay_s)
+        if self.run_at is not None:
+            if not isinstance(self.run_at, datetime):
+                raise InvalidArgumentError(f"run_at must be a datetime, got {self.run_at!r}")
+            if self.run_at.tzinfo is None or self.run_at.utcoffset() is None:
+                raise InvalidArgumentError(
+                    f"run_at must be timezone-aware, got naive {self.run_at!r}"
+                )
+        if self.expires_in_s is not None:
+            check_positive("expires_in_s", self.expires_in_s)
+        if self.max_attempts is not None:
+            check_attempts("max_attempts", self.max_attempts)
+
+
+class Stamps(NamedTuple):
+    """What an engine writes on each enqueued row, all but the clock resolved.
+
+    The engine computes ``run_at = run_at if given else now + delay_s`` and
+    ``expires_at = now + expires_in_s`` with one reading of its own clock.
+    """
+
+    priority: int
+    delay_s: float
+    run_at: datetime | None
+    expires_in_s: float | None
+    max_attempts: int
+    visibility_timeout_s: float
+    retry_base_s: float
+
+
+def resolve(queue: QueueOpts, opts: EnqueueOpts | None) -> Stamps:
+    """Resolve enqueue options over a queue's stamps (delay wins over run_at)."""
+    if opts is None:
+        return Stamps(
+            queue.priority,
+            0.0,
+            None,
+            queue.expires_in_s,
+            queue.max_attempts,
+            float(queue.visibility_timeout_s),
+            float(queue.retry_base_s),
+        )
+    if not isinstance(opts, EnqueueOpts):
+        raise InvalidArgumentError(f"opts must be an EnqueueOpts, got {opts!r}")
+    if opts.delay_s is not None:
+        delay, run_at = float(opts.delay_s), None
+    else:
+        delay, run_at = 0.0, opts.run_at
+    return Stamps(
+        queue.priority if opts.priority is None else opts.priority,
+        delay,
+        run_at,
+        queue.expires_in_s if opts.expires_in_s is None else opts.expires_in_s,
+        queue.max_attempts if opts.max_attempts is None else opts.max_attempts,
+        float(queue.visibility_timeout_s),
+        float(queue.retry_base_s),
+    )

@@ -1,0 +1,55 @@
+"""Encoding of job and notification payloads."""
+
+from __future__ import annotations
+
+import json
+
+from alkstore.errors import PayloadError
+
+__all__ = ["NOTIFY_PAYLOAD_MAX_BYTES", "encode_notify_payload", "encode_payload"]
+
+NOTIFY_PAYLOAD_MAX_BYTES = 7999  # PostgreSQL's limit (under 8000 bytes), on every engine
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
+def _describe(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def encode_payload(payload: object) -> bytes:
+    """Bytes verbatim, ``str`` as UTF-8, anything else as compact UTF-8 JSON."""
+    kind = type(payload)
+    if kind is bytes:
+        return payload  # type: ignore[return-value]  # checked by type() above
+    if kind is str:
+        try:
+            return payload.encode()  # type: ignore[attr-defined,no-any-return]
+        except UnicodeEncodeError as e:
+            raise PayloadError(f"payload {_describe(payload)} is not valid UTF-8: {e}") from e
+    if isinstance(payload, bytearray | memoryview):
+        return bytes(payload)
+    try:
+        return _dumps(payload).encode()
+    except (TypeError, ValueError, RecursionError, UnicodeEncodeError) as e:
+        raise PayloadError(
+            f"payload {_describe(payload)} of type {kind.__name__} is not JSON-serialisable: {e}"
+        ) from e
+
+
+def encode_notify_payload(payload: object) -> str:
+    """Validate a notification payload: a ``str`` under 8000 UTF-8 bytes."""
+    if type(payload) is not str:
+        raise PayloadError(f"notification payload must be a str, got {_describe(payload)}")
+    try:
+        size = len(payload.encode())
+    except UnicodeEncodeError as e:
+        raise PayloadError(f"notification payload {_describe(payload)} is not valid UTF-8") from e
+    if size > NOTIFY_PAYLOAD_MAX_BYTES:
+        raise PayloadError(
+            f"notification payload of {size} bytes is too long (limit {NOTIFY_PAYLOAD_MAX_BYTES})"
+        )
+    if "\x00" in payload:
+        raise PayloadError("notification payload must not contain NUL characters")
+    return payload

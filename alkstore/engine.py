@@ -1,0 +1,108 @@
+"""THE SEAM: one method per storage operation.
+
+The store (``store.py``) validates and resolves every input in ``core/`` and
+then makes exactly one call here. An engine implements storage only: it never
+decides a semantic the core could decide once (defaults, backoff, the
+retry-or-dead choice, error strings). Rows come back in the layout of
+``core.job.ROW_FIELDS``.
+
+Fencing: single-job operations take ``(queue, job_id, attempts)``; they act
+only if the row is ``processing``, its claim deadline has not passed and its
+``attempts`` still equals the handle's (so a stale handle never touches a
+later claim).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from alkstore.core.job import Row
+from alkstore.core.options import Stamps
+
+__all__ = ["Engine", "EngineTransaction", "NoteSink"]
+
+# Called by an engine's listener, on the store's event loop, with each batch of
+# (channel, payload) notes; an empty batch means "a gap: notes may have been
+# lost, re-poll" (a reconnect, or a lagging listener).
+NoteSink = Callable[[Sequence[tuple[str, str]]], None]
+
+
+class EngineTransaction(Protocol):
+    """An open transaction on one engine connection."""
+
+    async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
+        """Insert rows inside the transaction; their wake is sent only on commit."""
+
+    async def notify(self, channel: str, payload: str) -> None:
+        """Queue a notification delivered on commit, never on rollback."""
+
+    async def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None) -> list[Row]:
+        """Run the caller's own SQL in the transaction; rows if it returns any."""
+
+    async def commit(self) -> None:
+        """Commit, then send the wakes of the queues enqueued into."""
+
+    async def rollback(self) -> None:
+        """Roll back; nothing is left behind and no wake is sent."""
+
+
+class Engine(Protocol):
+    """Storage for one store: the operations of CONTRACT.md, nothing decided here."""
+
+    name: str
+
+    async def open(self) -> None:
+        """Connect and create or upgrade the schema (idempotent, safe concurrently)."""
+
+    async def close(self) -> None:
+        """Release every resource; idempotent."""
+
+    async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
+        """Insert one row per payload in one transaction, then wake the queue's channel."""
+
+    async def claim(self, queue: str, worker_id: str, n: int) -> list[Row]:
+        """Pre-claim exhausted sweep plus claim of up to ``n`` rows, in one atomic unit."""
+
+    async def ack(self, queue: str, job_id: int, attempts: int) -> bool:
+        """Delete the fenced row."""
+
+    async def retry(
+        self, queue: str, job_id: int, attempts: int, delay_s: float, error: str | None
+    ) -> bool:
+        """Fenced row back to pending at ``now + delay_s`` with ``last_error``."""
+
+    async def dead_letter(self, queue: str, job_id: int, attempts: int, error: str) -> bool:
+        """Move the fenced row to the dead table in one transaction."""
+
+    async def heartbeat(
+        self, queue: str, job_id: int, attempts: int, extend_s: float | None
+    ) -> bool:
+        """Fenced reset of the claim deadline to ``now + extend_s`` (or the row's timeout)."""
+
+    async def ack_batch(self, queue: str, ids: Sequence[int]) -> int:
+        """Delete each listed processing row with an unexpired claim; count them."""
+
+    async def cancel(self, queue: str, job_id: int) -> bool:
+        """Delete the live row in either state."""
+
+    async def get_job(self, queue: str, job_id: int) -> Row | None:
+        """Read a live or dead row."""
+
+    async def sweep(self, queue: str, retention_s: float | None) -> tuple[int, int]:
+        """Move expired live rows to dead; purge dead rows older than ``retention_s``."""
+
+    async def next_wake_in(self, queue: str) -> float | None:
+        """Seconds until the next delayed row becomes due or a claim lapses, if any."""
+
+    async def notify(self, channel: str, payload: str) -> None:
+        """Send a notification (auto-commit)."""
+
+    async def subscribe(self, channels: Sequence[str], sink: NoteSink) -> None:
+        """Start delivering notes of ``channels`` (store channels included) to ``sink``."""
+
+    async def unsubscribe(self, channels: Sequence[str]) -> None:
+        """Stop listening on ``channels``."""
+
+    async def begin(self) -> EngineTransaction:
+        """Open a transaction for ``store.transaction()``."""

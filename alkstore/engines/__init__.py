@@ -1,0 +1,46 @@
+"""The composition root: a store URL chooses and configures an engine."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from alkstore.engine import Engine
+from alkstore.errors import InvalidArgumentError
+
+__all__ = ["DEFAULT_URL", "open_engine", "resolve_url"]
+
+DEFAULT_URL = "sqlite:///alkstore.db"
+
+
+def resolve_url(url: str | None) -> str:
+    """``url``, else ``$ALKSTORE_URL``, else the SQLite default."""
+    if url is None:
+        url = os.environ.get("ALKSTORE_URL") or DEFAULT_URL
+    if type(url) is not str or not url:
+        raise InvalidArgumentError(f"store URL must be a non-empty str, got {url!r}")
+    return url
+
+
+def open_engine(url: str, schema: str, options: dict[str, Any]) -> Engine:
+    """Build (not yet open) the engine a URL names."""
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    if parts.scheme == "sqlite":
+        from alkstore.engines.sqlite.engine import SqliteEngine
+
+        # sqlite:///relative.db -> "relative.db"; sqlite:////abs.db -> "/abs.db"
+        path = parts.path[1:] if parts.path.startswith("/") else parts.path
+        if parts.netloc or not path:
+            raise InvalidArgumentError(
+                f"invalid SQLite URL {url!r}: use sqlite:///relative.db or sqlite:////abs/path.db"
+            )
+        return SqliteEngine.from_options(path, {**query, **options})
+    if parts.scheme in ("postgresql", "postgres"):
+        from alkstore.engines.postgres.engine import PostgresEngine
+
+        return PostgresEngine.from_url(url, schema, options)
+    raise InvalidArgumentError(
+        f"unsupported store URL {url!r}: use sqlite:///path.db or postgresql://user@host/db"
+    )

@@ -1,0 +1,503 @@
+"""The SQLite engine: stdlib ``sqlite3`` in WAL mode, one thread per store.
+
+Every operation is one hop to the store's own thread, which owns the
+connection; every write unit is one ``BEGIN IMMEDIATE`` transaction (a
+deferred transaction that reads then writes gets ``SQLITE_BUSY`` at once).
+SQLite's built-in busy handler sleeps with a growing back-off, so the process
+that holds the lock keeps winning; instead the busy timeout is 0 and
+``BEGIN IMMEDIATE`` is retried here with short jittered sleeps until
+``busy_timeout_s`` runs out, which shares the lock fairly between processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import logging
+import os
+import random
+import sqlite3
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from alkstore.core.job import Row
+from alkstore.core.options import Stamps, check_positive
+from alkstore.engine import NoteSink
+from alkstore.engines.queries import load_migrations, load_queries
+from alkstore.engines.sqlite.listener import NoteListener
+from alkstore.errors import EngineError, InvalidArgumentError, StoreClosedError
+
+__all__ = ["SqliteEngine"]
+
+log = logging.getLogger("alkstore.sqlite")
+
+T = TypeVar("T")
+
+_PACKAGE = "alkstore.engines.sqlite"
+Q = load_queries(_PACKAGE)
+MIGRATIONS = load_migrations(_PACKAGE)
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+_SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL", "extra": "EXTRA", "off": "OFF"}
+_NOTES_KEPT = 20_000  # notes kept for listeners; older ones are trimmed
+_TRIM_EVERY = 1024
+
+# Listeners of this process per database file: a local commit pokes them at once.
+_local_listeners: dict[str, weakref.WeakSet[NoteListener]] = {}
+_local_lock = threading.Lock()
+
+# The engine whose transaction the current task is inside (deadlock guard).
+_in_transaction: contextvars.ContextVar[SqliteEngine | None] = contextvars.ContextVar(
+    "alkstore_sqlite_tx", default=None
+)
+
+
+def _is_busy(error: sqlite3.Error) -> bool:
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(error) or "busy" in str(error)
+
+
+def _claim_order(row: Row) -> tuple[int, float, int]:
+    return (-row[4], row[5], row[0])
+
+
+class SqliteEngine:
+    """Storage on one SQLite file, shared safely by many processes on one machine."""
+
+    name = "sqlite"
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        synchronous: str = "full",
+        busy_timeout_s: float = 30.0,
+        wake_poll_s: float = 0.002,
+    ) -> None:
+        if synchronous.lower() not in _SYNCHRONOUS:
+            raise InvalidArgumentError(
+                f"invalid synchronous={synchronous!r}: use one of {', '.join(_SYNCHRONOUS)}"
+            )
+        self.path = os.path.abspath(path)
+        self.synchronous = _SYNCHRONOUS[synchronous.lower()]
+        self.busy_timeout_s = check_positive("busy_timeout_s", busy_timeout_s)
+        self.wake_poll_s = check_positive("wake_poll_s", wake_poll_s)
+        self._conn: sqlite3.Connection | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock: asyncio.Lock | None = None
+        self._listener: NoteListener | None = None
+        self._closed = False
+        self._notes_written = 0
+
+    @classmethod
+    def from_options(cls, path: str, options: dict[str, Any]) -> SqliteEngine:
+        """Build from URL query / ``connect()`` keyword options."""
+        known = {"synchronous", "busy_timeout_s", "wake_poll_ms"}
+        unknown = set(options) - known
+        if unknown:
+            raise InvalidArgumentError(
+                f"unknown SQLite option(s) {sorted(unknown)}: known are {sorted(known)}"
+            )
+
+        def number(key: str, default: float) -> float:
+            value = options.get(key, default)
+            try:
+                return float(value)
+            except (TypeError, ValueError):
+                raise InvalidArgumentError(f"{key} must be a number, got {value!r}") from None
+
+        return cls(
+            path,
+            synchronous=str(options.get("synchronous", "full")),
+            busy_timeout_s=number("busy_timeout_s", 30.0),
+            wake_poll_s=number("wake_poll_ms", 2.0) / 1000.0,
+        )
+
+    # -- plumbing --------------------------------------------------------------
+    def _new_connection(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=0, isolation_level=None, cached_statements=64)
+        self._with_busy_retry(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchone())
+        conn.execute(f"PRAGMA synchronous={self.synchronous}")  # a fixed keyword, never input
+        conn.execute("PRAGMA temp_store=MEMORY")
+        return conn
+
+    def _with_busy_retry(self, fn: Callable[[], T]) -> T:
+        """Run ``fn``, retrying SQLITE_BUSY with short jittered sleeps (fair between processes)."""
+        deadline = None
+        pause = 0.0002
+        while True:
+            try:
+                return fn()
+            except sqlite3.OperationalError as e:
+                if not _is_busy(e):
+                    raise
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + self.busy_timeout_s
+                elif now >= deadline:
+                    raise
+                time.sleep(random.uniform(0.5 * pause, pause))
+                pause = min(pause * 2, 0.004)
+
+    def _write(self, fn: Callable[..., T], *args: Any) -> T:
+        """One write unit on the engine thread: BEGIN IMMEDIATE … COMMIT."""
+        conn = self._conn
+        assert conn is not None
+        self._with_busy_retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+        try:
+            result = fn(conn, *args)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return result
+
+    def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        conn = self._conn
+        assert conn is not None
+        return self._with_busy_retry(lambda: fn(conn, *args))
+
+    def _guarded(self, fn: Callable[..., T], *args: Any) -> T:
+        try:
+            return fn(*args)
+        except sqlite3.Error as e:
+            raise EngineError(f"SQLite error on {self.path}: {e}") from e
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        """One hop to the engine thread (waits while another task's transaction is open)."""
+        if self._closed:
+            raise StoreClosedError(f"store on {self.path!r} is closed")
+        lock = self._lock
+        assert lock is not None and self._loop is not None
+        if lock.locked():
+            if _in_transaction.get() is self:
+                raise InvalidArgumentError(
+                    "a store operation inside this store's own open transaction would deadlock "
+                    "on SQLite; use tx.queue(...) inside the transaction"
+                )
+            async with lock:
+                return await self._loop.run_in_executor(self._executor, self._guarded, fn, *args)
+        return await self._loop.run_in_executor(self._executor, self._guarded, fn, *args)
+
+    def _poke_local(self) -> None:
+        with _local_lock:
+            listeners = list(_local_listeners.get(self.path, ()))
+        for listener in listeners:
+            listener.poke()
+
+    # -- lifecycle --------------------------------------------------------------
+    async def open(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._lock = asyncio.Lock()
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="alkstore-sqlite")
+        try:
+            await self._loop.run_in_executor(self._executor, self._guarded, self._open_sync)
+        except BaseException:
+            self._executor.shutdown(wait=False)
+            raise
+
+    def _open_sync(self) -> None:
+        self._conn = self._new_connection()
+        self._write(self._migrate)
+
+    @staticmethod
+    def _migrate(conn: sqlite3.Connection) -> None:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise sqlite3.DatabaseError(
+                f"database schema version {version} is newer than this alkstore ({SCHEMA_VERSION})"
+            )
+        for number, _name, statements in MIGRATIONS:
+            if number > version:
+                for statement in statements:
+                    conn.execute(statement)
+        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION:d}")
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._listener is not None:
+            listener, self._listener = self._listener, None
+            await asyncio.get_running_loop().run_in_executor(None, listener.stop)
+        executor = self._executor
+        if executor is not None and self._loop is not None:
+            lock = self._lock
+            assert lock is not None
+            async with lock:
+                await self._loop.run_in_executor(executor, self._close_sync)
+            executor.shutdown(wait=True)
+
+    def _close_sync(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    # -- enqueue ----------------------------------------------------------------
+    def _insert(
+        self, conn: sqlite3.Connection, queue: str, payloads: Sequence[bytes], stamps: Stamps
+    ) -> list[int]:
+        now = time.time()
+        run_at = stamps.run_at.timestamp() if stamps.run_at is not None else now + stamps.delay_s
+        expires = None if stamps.expires_in_s is None else now + stamps.expires_in_s
+        rest = (
+            stamps.priority,
+            run_at,
+            now,
+            stamps.max_attempts,
+            stamps.visibility_timeout_s,
+            stamps.retry_base_s,
+            expires,
+        )
+        if len(payloads) == 1:
+            ids = [conn.execute(Q["insert_job"], (queue, payloads[0], *rest)).lastrowid or 0]
+        else:
+            conn.executemany(Q["insert_job"], [(queue, p, *rest) for p in payloads])
+            # One writer holds the lock and ids come from AUTOINCREMENT with no
+            # triggers, so the rows of this executemany got consecutive ids.
+            last = conn.execute(Q["last_id"]).fetchone()[0]
+            ids = list(range(last - len(payloads) + 1, last + 1))
+        self._insert_note(conn, queue, "")
+        return ids
+
+    def _insert_note(self, conn: sqlite3.Connection, channel: str, payload: str) -> None:
+        try:
+            note_id = conn.execute(Q["insert_note"], (channel, payload)).lastrowid or 0
+        except sqlite3.Error as e:  # a wake is best-effort; the row is the truth
+            log.warning("alkstore: wake on %r not recorded: %s", channel, e)
+            return
+        self._notes_written += 1
+        if self._notes_written % _TRIM_EVERY == 0:
+            conn.execute(Q["trim_notes"], {"below": note_id - _NOTES_KEPT})
+
+    def _enqueue_sync(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
+        ids = self._write(self._insert, queue, payloads, stamps)
+        self._poke_local()
+        return ids
+
+    async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
+        return await self._call(self._enqueue_sync, queue, payloads, stamps)
+
+    # -- claim and handle operations ---------------------------------------------
+    @staticmethod
+    def _claim_unit(conn: sqlite3.Connection, queue: str, worker: str, n: int) -> list[Row]:
+        now = time.time()
+        params = {"queue": queue, "now": now}
+        if conn.execute(Q["sweep_exhausted_copy"], params).rowcount:
+            conn.execute(Q["sweep_exhausted_delete"], params)
+        rows = conn.execute(
+            Q["claim"], {"queue": queue, "now": now, "worker": worker, "n": n}
+        ).fetchall()
+        if len(rows) > 1:
+            rows.sort(key=_claim_order)
+        return rows
+
+    async def claim(self, queue: str, worker_id: str, n: int) -> list[Row]:
+        return await self._call(self._write, self._claim_unit, queue, worker_id, n)
+
+    @staticmethod
+    def _fenced(queue: str, job_id: int, attempts: int) -> dict[str, Any]:
+        return {"id": job_id, "queue": queue, "attempts": attempts, "now": time.time()}
+
+    @staticmethod
+    def _exec_count(conn: sqlite3.Connection, name: str, params: dict[str, Any]) -> int:
+        return conn.execute(Q[name], params).rowcount
+
+    async def ack(self, queue: str, job_id: int, attempts: int) -> bool:
+        params = self._fenced(queue, job_id, attempts)
+        return bool(await self._call(self._write, self._exec_count, "ack", params))
+
+    async def retry(
+        self, queue: str, job_id: int, attempts: int, delay_s: float, error: str | None
+    ) -> bool:
+        params = self._fenced(queue, job_id, attempts)
+        params["run_at"] = params["now"] + delay_s
+        params["error"] = error
+        return bool(await self._call(self._write, self._exec_count, "retry", params))
+
+    @staticmethod
+    def _dead_letter_unit(conn: sqlite3.Connection, params: dict[str, Any]) -> bool:
+        if not conn.execute(Q["dead_letter_copy"], params).rowcount:
+            return False
+        conn.execute(Q["delete_by_id"], {"id": params["id"]})
+        return True
+
+    async def dead_letter(self, queue: str, job_id: int, attempts: int, error: str) -> bool:
+        params = self._fenced(queue, job_id, attempts)
+        params["error"] = error
+        return await self._call(self._write, self._dead_letter_unit, params)
+
+    async def heartbeat(
+        self, queue: str, job_id: int, attempts: int, extend_s: float | None
+    ) -> bool:
+        params = self._fenced(queue, job_id, attempts)
+        params["extend"] = extend_s
+        return bool(await self._call(self._write, self._exec_count, "heartbeat", params))
+
+    async def ack_batch(self, queue: str, ids: Sequence[int]) -> int:
+        params = {"queue": queue, "now": time.time(), "ids": json.dumps(ids)}
+        return await self._call(self._write, self._exec_count, "ack_batch", params)
+
+    async def cancel(self, queue: str, job_id: int) -> bool:
+        params = {"id": job_id, "queue": queue}
+        return bool(await self._call(self._write, self._exec_count, "cancel", params))
+
+    @staticmethod
+    def _fetch_one(conn: sqlite3.Connection, name: str, params: dict[str, Any]) -> Row | None:
+        row: Row | None = conn.execute(Q[name], params).fetchone()
+        return row
+
+    async def get_job(self, queue: str, job_id: int) -> Row | None:
+        params = {"id": job_id, "queue": queue}
+        return await self._call(self._read, self._fetch_one, "get_job", params)
+
+    @staticmethod
+    def _sweep_unit(
+        conn: sqlite3.Connection, queue: str, retention_s: float | None
+    ) -> tuple[int, int]:
+        now = time.time()
+        params = {"queue": queue, "now": now}
+        expired = conn.execute(Q["expire_copy"], params).rowcount
+        if expired:
+            conn.execute(Q["expire_delete"], params)
+        purged = 0
+        if retention_s is not None:
+            cutoff = {"queue": queue, "cutoff": now - retention_s}
+            purged = conn.execute(Q["purge_dead"], cutoff).rowcount
+        return expired, purged
+
+    async def sweep(self, queue: str, retention_s: float | None) -> tuple[int, int]:
+        return await self._call(self._write, self._sweep_unit, queue, retention_s)
+
+    @staticmethod
+    def _next_due(conn: sqlite3.Connection, queue: str) -> float | None:
+        now = time.time()
+        due = conn.execute(Q["next_due"], {"queue": queue, "now": now}).fetchone()[0]
+        return None if due is None else max(due - now, 0.0)
+
+    async def next_wake_in(self, queue: str) -> float | None:
+        return await self._call(self._read, self._next_due, queue)
+
+    # -- notify / listen ----------------------------------------------------------
+    def _notify_sync(self, channel: str, payload: str) -> None:
+        self._write(self._insert_note, channel, payload)
+        self._poke_local()
+
+    async def notify(self, channel: str, payload: str) -> None:
+        await self._call(self._notify_sync, channel, payload)
+
+    def _max_note(self) -> int:
+        return int(self._read(lambda conn: conn.execute(Q["max_note"]).fetchone()[0]))
+
+    async def subscribe(self, channels: Sequence[str], sink: NoteSink) -> None:
+        # The cursor is read before subscribe returns, so every note committed
+        # after this call is delivered.
+        cursor = await self._call(self._max_note)
+        if self._listener is None:
+            assert self._loop is not None
+            listener = NoteListener(
+                self._new_connection, Q, self._loop, sink, cursor, self.wake_poll_s
+            )
+            listener.channels = frozenset(channels)
+            with _local_lock:
+                _local_listeners.setdefault(self.path, weakref.WeakSet()).add(listener)
+            listener.start()
+            self._listener = listener
+        else:
+            self._listener.channels = self._listener.channels | frozenset(channels)
+
+    async def unsubscribe(self, channels: Sequence[str]) -> None:
+        listener = self._listener
+        if listener is not None:
+            listener.channels = listener.channels - frozenset(channels)
+
+    # -- transactions -------------------------------------------------------------
+    async def begin(self) -> SqliteTransaction:
+        if self._closed:
+            raise StoreClosedError(f"store on {self.path!r} is closed")
+        if _in_transaction.get() is self:
+            raise InvalidArgumentError("this store's transaction is already open in this task")
+        lock = self._lock
+        assert lock is not None and self._loop is not None
+        await lock.acquire()
+        try:
+            await self._loop.run_in_executor(
+                self._executor,
+                self._guarded,
+                self._with_busy_retry,
+                lambda: self._conn.execute("BEGIN IMMEDIATE"),  # type: ignore[union-attr]
+            )
+        except BaseException:
+            lock.release()
+            raise
+        return SqliteTransaction(self, _in_transaction.set(self))
+
+
+class SqliteTransaction:
+    """A ``store.transaction()`` on SQLite: the store's connection, held until the end."""
+
+    def __init__(self, engine: SqliteEngine, token: contextvars.Token[SqliteEngine | None]) -> None:
+        self._engine = engine
+        self._token = token
+        self._wrote_notes = False
+        self._done = False
+
+    async def _hop(self, fn: Callable[..., T], *args: Any) -> T:
+        engine = self._engine
+        if engine._closed:
+            raise StoreClosedError(f"store on {engine.path!r} is closed")
+        assert engine._loop is not None
+        return await engine._loop.run_in_executor(engine._executor, engine._guarded, fn, *args)
+
+    async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
+        engine = self._engine
+        ids = await self._hop(engine._insert, engine._conn, queue, payloads, stamps)
+        self._wrote_notes = True
+        return ids
+
+    async def notify(self, channel: str, payload: str) -> None:
+        engine = self._engine
+        await self._hop(engine._insert_note, engine._conn, channel, payload)
+        self._wrote_notes = True
+
+    async def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None) -> list[Row]:
+        conn = self._engine._conn
+        assert conn is not None
+        return await self._hop(lambda: conn.execute(sql, params or ()).fetchall())
+
+    async def _finish(self, statement: str) -> None:
+        if self._done:
+            return
+        self._done = True
+        engine = self._engine
+        try:
+            if not engine._closed:
+                conn = engine._conn
+                assert conn is not None
+
+                def end() -> None:
+                    if conn.in_transaction:
+                        conn.execute(statement)
+
+                await self._hop(end)
+                if statement == "COMMIT" and self._wrote_notes:
+                    engine._poke_local()
+        finally:
+            _in_transaction.reset(self._token)
+            assert engine._lock is not None
+            engine._lock.release()
+
+    async def commit(self) -> None:
+        await self._finish("COMMIT")
+
+    async def rollback(self) -> None:
+        await self._finish("ROLLBACK")

@@ -1,0 +1,123 @@
+"""Cross-process LISTEN/NOTIFY emulation for SQLite.
+
+A notification is a row of ``alk_notes`` written inside the notifying
+transaction, so it becomes visible exactly at commit and never after a
+rollback. Each store that listens runs one thread with its own read
+connection, which waits for a change and then reads ``id > cursor``.
+
+Why the cursor is safe: SQLite has one writer at a time. A note's id is
+assigned inside a ``BEGIN IMMEDIATE`` write transaction that holds the
+database's write lock until it commits, so notes commit in id order and a
+reader that has seen id N has already been able to see every id below N; no
+smaller id can appear later. ``AUTOINCREMENT`` keeps ids growing after old
+notes are trimmed.
+
+How a change is noticed cheaply: ``PRAGMA data_version`` returns a counter
+that changes whenever another connection commits to the file; reading it costs
+a few microseconds and no I/O (it reads the WAL index in shared memory). The
+thread polls it every ``poll_s`` (2 ms by default), so a process on the same
+machine sees a commit within a few milliseconds. Writers in the same process
+also set the thread's event right after they commit, which skips the wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+
+log = logging.getLogger("alkstore.sqlite")
+
+__all__ = ["NoteListener"]
+
+Sink = Callable[[Sequence[tuple[str, str]]], None]
+
+
+class NoteListener:
+    """One thread per listening store, delivering notes of its channels to a sink."""
+
+    def __init__(
+        self,
+        connect: Callable[[], sqlite3.Connection],
+        queries: dict[str, str],
+        loop: asyncio.AbstractEventLoop,
+        sink: Sink,
+        cursor: int,
+        poll_s: float,
+    ) -> None:
+        self._connect = connect
+        self._q = queries
+        self._loop = loop
+        self._sink = sink
+        self._cursor = cursor
+        self._poll_s = poll_s
+        self.channels: frozenset[str] = frozenset()
+        self._event = threading.Event()
+        self._stop = False
+        self._thread = threading.Thread(
+            target=self._run, name="alkstore-sqlite-listen", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def poke(self) -> None:
+        """A writer in this process committed: look now."""
+        self._event.set()
+
+    def stop(self) -> None:
+        self._stop = True
+        self._event.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=5)
+
+    def _deliver(self, notes: Sequence[tuple[str, str]]) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._sink, notes)
+        except RuntimeError:  # the loop is closed: the store is going away
+            self._stop = True
+
+    def _run(self) -> None:
+        conn: sqlite3.Connection | None = None
+        version = -1
+        while not self._stop:
+            try:
+                if conn is None:
+                    conn = self._connect()
+                    version = -1
+                self._event.wait(self._poll_s)
+                self._event.clear()
+                if self._stop:
+                    break
+                now_version = conn.execute("PRAGMA data_version").fetchone()[0]
+                if now_version == version:
+                    continue
+                version = now_version
+                self._read(conn)
+            except sqlite3.Error as e:  # keep listening; a gap makes consumers re-poll
+                log.warning("alkstore: SQLite listener error, retrying: %s", e)
+                if conn is not None:
+                    conn.close()
+                    conn = None
+                self._deliver(())
+                self._event.wait(0.05)
+        if conn is not None:
+            conn.close()
+
+    def _read(self, conn: sqlite3.Connection) -> None:
+        while True:
+            rows = conn.execute(self._q["notes_after"], {"cursor": self._cursor}).fetchall()
+            if not rows:
+                return
+            gap = rows[0][0] != self._cursor + 1
+            self._cursor = rows[-1][0]
+            channels = self.channels
+            notes = [(ch, payload) for _, ch, payload in rows if ch in channels]
+            if gap:
+                self._deliver(())
+            if notes:
+                self._deliver(notes)
+            if len(rows) < 10000:
+                return

@@ -1,0 +1,49 @@
+"""The alkstore error family (CONTRACT.md, "Errors").
+
+Every public entry raises one of these; driver failures are translated at the
+engine boundary into :class:`EngineError` with the driver's exception on
+``__cause__``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AlkstoreError",
+    "EngineError",
+    "HandleConsumedError",
+    "InvalidArgumentError",
+    "InvalidNameError",
+    "PayloadError",
+    "StoreClosedError",
+]
+
+
+class AlkstoreError(Exception):
+    """Base of every error alkstore raises."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip())
+
+
+class InvalidNameError(AlkstoreError, ValueError):
+    """A queue or channel name breaks the naming rule."""
+
+
+class InvalidArgumentError(AlkstoreError, ValueError):
+    """An option or argument has a value outside its allowed range."""
+
+
+class PayloadError(AlkstoreError):
+    """A payload (or notification payload) cannot be encoded."""
+
+
+class StoreClosedError(AlkstoreError):
+    """The store is closed (or was inherited across fork); nothing was done."""
+
+
+class HandleConsumedError(AlkstoreError):
+    """The job handle was already consumed by ack, retry or fail."""
+
+
+class EngineError(AlkstoreError):
+    """The database failed; the driver's exception is on ``__cause__``."""

@@ -1,0 +1,434 @@
+"""Store, Queue, JobHandle and Transaction: validate → resolve → one engine call."""
+
+from __future__ import annotations
+
+import os
+import random
+import weakref
+from collections.abc import AsyncIterator, Iterable, Sequence
+from types import TracebackType
+from typing import Any
+
+from alkstore.core.backoff import backoff_delay_s
+from alkstore.core.job import Job, Row, SweepResult
+from alkstore.core.names import check_name, check_worker_id
+from alkstore.core.options import (
+    EnqueueOpts,
+    QueueOpts,
+    Stamps,
+    check_non_negative,
+    check_positive,
+    resolve,
+)
+from alkstore.core.payload import encode_notify_payload, encode_payload
+from alkstore.engine import Engine, EngineTransaction
+from alkstore.errors import (
+    HandleConsumedError,
+    InvalidArgumentError,
+    StoreClosedError,
+)
+from alkstore.subscription import ListenerHub, Subscription
+
+__all__ = ["JobHandle", "Queue", "Store", "Transaction", "TxQueue"]
+
+DEFAULT_QUEUE_OPTS = QueueOpts()
+ERROR_MAX_ATTEMPTS = "max attempts exceeded"
+ERROR_FAILED = "failed"
+
+_live_stores: weakref.WeakSet[Store] = weakref.WeakSet()
+
+
+def _mark_forked() -> None:
+    for store in list(_live_stores):
+        store._forked = True
+
+
+os.register_at_fork(after_in_child=_mark_forked)
+
+
+def _check_opts(opts: QueueOpts | None) -> QueueOpts:
+    if opts is None:
+        return DEFAULT_QUEUE_OPTS
+    if not isinstance(opts, QueueOpts):
+        raise InvalidArgumentError(f"opts must be a QueueOpts, got {opts!r}")
+    return opts
+
+
+def _check_error(error: object) -> str | None:
+    if error is not None and type(error) is not str:
+        raise InvalidArgumentError(f"error must be a str or None, got {error!r}")
+    return error
+
+
+def _check_job_id(job_id: object) -> int:
+    if type(job_id) is not int:
+        raise InvalidArgumentError(f"job id must be an int, got {job_id!r}")
+    return job_id
+
+
+def _encode_many(payloads: Iterable[object]) -> list[bytes]:
+    if isinstance(payloads, str | bytes | bytearray | memoryview | dict):
+        raise InvalidArgumentError(
+            f"enqueue_many takes a list of payloads, got {type(payloads).__name__}"
+        )
+    return [p if type(p) is bytes else encode_payload(p) for p in payloads]
+
+
+class Store:
+    """A connection to one job store; make it with :func:`alkstore.connect`.
+
+    >>> async with await alkstore.connect("sqlite:///jobs.db") as store:
+    ...     emails = store.queue("emails")
+    ...     await emails.enqueue({"to": "a@example.com"})
+    """
+
+    def __init__(self, engine: Engine, url: str) -> None:
+        self._engine = engine
+        self.url = url
+        self._hub = ListenerHub(engine)
+        self._closed = False
+        self._forked = False
+        _live_stores.add(self)
+
+    @property
+    def engine_name(self) -> str:
+        """``"sqlite"`` or ``"postgres"``."""
+        return self._engine.name
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def _check(self) -> Engine:
+        if self._closed or self._forked:
+            if self._forked:
+                raise StoreClosedError(
+                    "this store was opened in a parent process and inherited across fork(); "
+                    "call alkstore.connect() again in the child"
+                )
+            raise StoreClosedError(f"store {self.url!r} is closed")
+        return self._engine
+
+    def queue(self, name: str, opts: QueueOpts | None = None) -> Queue:
+        """A handle for queue ``name`` (no I/O: queues are names, not objects)."""
+        self._check()
+        return Queue(self, check_name(name), _check_opts(opts))
+
+    def transaction(self) -> Transaction:
+        """``async with store.transaction() as tx:`` commits on exit, rolls back on error."""
+        self._check()
+        return Transaction(self)
+
+    async def notify(self, channel: str, payload: str = "") -> None:
+        """Send ``payload`` to every listener of ``channel``."""
+        engine = self._check()
+        check_name(channel, "channel")
+        await engine.notify(channel, encode_notify_payload(payload))
+
+    def listen(self, *channels: str) -> Subscription:
+        """``async with store.listen("a", "b") as sub: async for note in sub: ...``."""
+        self._check()
+        if not channels:
+            raise InvalidArgumentError("listen needs at least one channel")
+        for channel in channels:
+            check_name(channel, "channel")
+        return Subscription(self._hub, channels, wake_only=False)
+
+    def _wake_subscription(self, channel: str) -> Subscription:
+        return Subscription(self._hub, (channel,), wake_only=True)
+
+    async def close(self) -> None:
+        """Close the store; idempotent. Every later operation raises StoreClosedError."""
+        if self._closed:
+            return
+        self._closed = True
+        self._hub.close()
+        if not self._forked:
+            await self._engine.close()
+
+    async def __aenter__(self) -> Store:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<alkstore.Store {self.url!r} {state}>"
+
+
+class Queue:
+    """Operations on one queue; every one is scoped to this queue's name."""
+
+    __slots__ = ("_stamps", "_store", "name", "opts")
+
+    def __init__(self, store: Store, name: str, opts: QueueOpts) -> None:
+        self._store = store
+        self.name = name
+        self.opts = opts
+        self._stamps = resolve(opts, None)
+
+    def _resolve(self, opts: EnqueueOpts | None) -> Stamps:
+        return self._stamps if opts is None else resolve(self.opts, opts)
+
+    async def enqueue(self, payload: object, opts: EnqueueOpts | None = None) -> int:
+        """Commit one job and wake the queue's consumers; returns its id."""
+        engine = self._store._check()
+        stamps = self._resolve(opts)
+        data = payload if type(payload) is bytes else encode_payload(payload)
+        ids = await engine.enqueue(self.name, (data,), stamps)
+        return ids[0]
+
+    async def enqueue_many(
+        self, payloads: Iterable[object], opts: EnqueueOpts | None = None
+    ) -> list[int]:
+        """Commit many jobs in one transaction and one round trip, with one wake."""
+        engine = self._store._check()
+        stamps = self._resolve(opts)
+        data = _encode_many(payloads)
+        if not data:
+            return []
+        return await engine.enqueue(self.name, data, stamps)
+
+    async def claim_one(self, worker_id: str) -> JobHandle | None:
+        """Claim the next job, or ``None`` if nothing is claimable."""
+        handles = await self.claim_batch(worker_id, 1)
+        return handles[0] if handles else None
+
+    async def claim_batch(self, worker_id: str, n: int) -> list[JobHandle]:
+        """Claim up to ``n`` jobs in claim order (``priority DESC, run_at, id``)."""
+        engine = self._store._check()
+        check_worker_id(worker_id)
+        if type(n) is not int:
+            raise InvalidArgumentError(f"n must be an int, got {n!r}")
+        if n <= 0:
+            return []
+        rows = await engine.claim(self.name, worker_id, n)
+        return [JobHandle(self, Job(row)) for row in rows]
+
+    async def ack_batch(self, ids: Iterable[int]) -> int:
+        """Delete each listed job that is processing with an unexpired claim; count them."""
+        engine = self._store._check()
+        if isinstance(ids, str | bytes | int):
+            raise InvalidArgumentError(f"ids must be a list of ints, got {ids!r}")
+        id_list = list(ids)
+        for job_id in id_list:
+            _check_job_id(job_id)
+        if not id_list:
+            return 0
+        return await engine.ack_batch(self.name, id_list)
+
+    async def cancel(self, job_id: int) -> bool:
+        """Delete the live job (pending or processing); ``False`` if there is none."""
+        engine = self._store._check()
+        return await engine.cancel(self.name, _check_job_id(job_id))
+
+    async def get_job(self, job_id: int) -> Job | None:
+        """Read a job of this queue, live or dead."""
+        engine = self._store._check()
+        row = await engine.get_job(self.name, _check_job_id(job_id))
+        return None if row is None else Job(row)
+
+    async def sweep_expired(self) -> SweepResult:
+        """Dead-letter expired jobs; purge dead ones older than the retention."""
+        engine = self._store._check()
+        expired, purged = await engine.sweep(self.name, self.opts.dead_letter_retention_s)
+        return SweepResult(expired, purged)
+
+    async def jobs(
+        self, worker_id: str, batch: int = 1, *, poll_interval_s: float = 1.0
+    ) -> AsyncIterator[JobHandle]:
+        """The wake-driven claim loop: yields claimed jobs until the store closes.
+
+        Listens on the queue's channel and claims on each wake; re-polls every
+        ``poll_interval_s`` (covering a lost wake) and wakes itself when the
+        earliest delayed job becomes due or a claim lapses.
+        """
+        engine = self._store._check()
+        check_worker_id(worker_id)
+        if type(batch) is not int or batch < 1:
+            raise InvalidArgumentError(f"batch must be an int >= 1, got {batch!r}")
+        poll = check_positive("poll_interval_s", poll_interval_s)
+        async with self._store._wake_subscription(self.name) as sub:
+            while not sub.closed:
+                handles = await self.claim_batch(worker_id, batch)
+                for handle in handles:
+                    yield handle
+                if len(handles) == batch:
+                    continue
+                due = await engine.next_wake_in(self.name)
+                await sub.wait(poll if due is None else min(poll, max(due, 0.0005)))
+
+    def __repr__(self) -> str:
+        return f"<alkstore.Queue {self.name!r}>"
+
+
+class JobHandle:
+    """A claimed job: ``ack``, ``retry`` or ``fail`` it once; ``heartbeat`` as often as needed.
+
+    Every operation is fenced on this claim (state, deadline and attempt count);
+    when the claim is no longer this handle's it changes nothing and returns ``False``.
+    """
+
+    __slots__ = ("_consumed", "_queue", "job")
+
+    def __init__(self, queue: Queue, job: Job) -> None:
+        self._queue = queue
+        self.job = job
+        self._consumed = False
+
+    def _start(self) -> Engine:
+        engine = self._queue._store._check()
+        if self._consumed:
+            raise HandleConsumedError(
+                f"job {self.job.id}'s handle was already acked, retried or failed"
+            )
+        return engine
+
+    async def ack(self) -> bool:
+        """Delete the job: it is done."""
+        engine = self._start()
+        job = self.job
+        done = await engine.ack(self._queue.name, job.id, job.attempts)
+        self._consumed = True
+        return done
+
+    async def retry(self, error: str | None = None, delay_s: float | None = None) -> bool:
+        """Back to pending after ``delay_s`` (else the backoff curve); dead at budget."""
+        engine = self._start()
+        _check_error(error)
+        if delay_s is not None:
+            delay_s = check_non_negative("delay_s", delay_s)
+        job = self.job
+        attempts = job.attempts
+        if attempts >= job.max_attempts:
+            done = await engine.dead_letter(
+                self._queue.name, job.id, attempts, ERROR_MAX_ATTEMPTS if error is None else error
+            )
+        else:
+            if delay_s is None:
+                delay_s = float(backoff_delay_s(attempts, job.retry_base_s, random.randint))
+            done = await engine.retry(self._queue.name, job.id, attempts, delay_s, error)
+        self._consumed = True
+        return done
+
+    async def fail(self, error: str | None = None) -> bool:
+        """Move the job to the dead-letter table now."""
+        engine = self._start()
+        _check_error(error)
+        job = self.job
+        done = await engine.dead_letter(
+            self._queue.name, job.id, job.attempts, ERROR_FAILED if error is None else error
+        )
+        self._consumed = True
+        return done
+
+    async def heartbeat(self, extend_s: float | None = None) -> bool:
+        """Reset the claim deadline to now + ``extend_s`` (default: the visibility timeout)."""
+        engine = self._queue._store._check()
+        if extend_s is not None:
+            extend_s = check_positive("extend_s", extend_s)
+        job = self.job
+        return await engine.heartbeat(self._queue.name, job.id, job.attempts, extend_s)
+
+    @property
+    def consumed(self) -> bool:
+        """Whether ``ack``, ``retry`` or ``fail`` already ran."""
+        return self._consumed
+
+    def __repr__(self) -> str:
+        return f"<alkstore.JobHandle {self.job!r}>"
+
+
+class Transaction:
+    """A store transaction: enqueues and the caller's SQL commit or roll back together."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._tx: EngineTransaction | None = None
+        self._done = False
+
+    def _open(self) -> EngineTransaction:
+        self._store._check()
+        if self._tx is None or self._done:
+            raise StoreClosedError("the transaction is not open (use it inside `async with`)")
+        return self._tx
+
+    async def __aenter__(self) -> Transaction:
+        engine = self._store._check()
+        if self._tx is not None:
+            raise InvalidArgumentError("a Transaction can be entered only once")
+        self._tx = await engine.begin()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        tx = self._tx
+        if tx is None or self._done:
+            return
+        self._done = True
+        if exc_type is None and not self._store._closed:
+            await tx.commit()
+        else:
+            await tx.rollback()
+
+    def queue(self, name: str, opts: QueueOpts | None = None) -> TxQueue:
+        """A handle whose enqueues write inside this transaction."""
+        self._store._check()
+        return TxQueue(self, check_name(name), _check_opts(opts))
+
+    async def execute(
+        self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
+    ) -> list[Row]:
+        """Run your own SQL in this transaction (the engine's parameter style)."""
+        tx = self._open()
+        if type(sql) is not str or not sql.strip():
+            raise InvalidArgumentError(f"sql must be a non-empty str, got {sql!r}")
+        return await tx.execute(sql, params)
+
+    async def notify(self, channel: str, payload: str = "") -> None:
+        """Notify ``channel`` when (and only if) the transaction commits."""
+        tx = self._open()
+        check_name(channel, "channel")
+        await tx.notify(channel, encode_notify_payload(payload))
+
+
+class TxQueue:
+    """A queue handle bound to a transaction: enqueues are invisible until commit."""
+
+    __slots__ = ("_stamps", "_tx", "name", "opts")
+
+    def __init__(self, tx: Transaction, name: str, opts: QueueOpts) -> None:
+        self._tx = tx
+        self.name = name
+        self.opts = opts
+        self._stamps = resolve(opts, None)
+
+    async def enqueue(self, payload: object, opts: EnqueueOpts | None = None) -> int:
+        """Insert one job in the transaction; its wake is sent on commit."""
+        tx = self._tx._open()
+        stamps = self._stamps if opts is None else resolve(self.opts, opts)
+        data = payload if type(payload) is bytes else encode_payload(payload)
+        ids = await tx.enqueue(self.name, (data,), stamps)
+        return ids[0]
+
+    async def enqueue_many(
+        self, payloads: Iterable[object], opts: EnqueueOpts | None = None
+    ) -> list[int]:
+        """Insert many jobs in the transaction; one wake on commit."""
+        tx = self._tx._open()
+        stamps = self._stamps if opts is None else resolve(self.opts, opts)
+        data = _encode_many(payloads)
+        if not data:
+            return []
+        return await tx.enqueue(self.name, data, stamps)

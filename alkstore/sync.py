@@ -1,0 +1,299 @@
+"""The blocking facade: the same operations as the async API, for scripts and sync apps.
+
+Each sync store drives its async twin on a private event-loop thread; every
+method here is one blocking hop to that loop, so the queue logic exists once.
+
+>>> from alkstore import sync
+>>> with sync.connect("sqlite:///jobs.db") as store:
+...     store.queue("emails").enqueue({"to": "a@example.com"})
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import weakref
+from collections.abc import AsyncIterator, Coroutine, Iterable, Iterator, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+from alkstore import store as _async
+from alkstore.connect import connect as _aconnect
+from alkstore.core.job import Job, Notification, Row, SweepResult
+from alkstore.core.options import EnqueueOpts, QueueOpts
+from alkstore.errors import StoreClosedError
+
+__all__ = ["JobHandle", "Queue", "Store", "Subscription", "Transaction", "TxQueue", "connect"]
+
+T = TypeVar("T")
+
+_runners: weakref.WeakSet[_Runner] = weakref.WeakSet()
+
+
+def _mark_forked() -> None:
+    for runner in list(_runners):
+        runner.forked = True
+
+
+os.register_at_fork(after_in_child=_mark_forked)
+
+
+async def _next(agen: AsyncIterator[T]) -> T:
+    return await agen.__anext__()
+
+
+class _Runner:
+    """A private event loop on a daemon thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.closed = False
+        self.forked = False
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, name="alkstore-sync", daemon=True
+        )
+        self._thread.start()
+        _runners.add(self)
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self.closed or self.forked:
+            coro.close()
+            if self.forked:
+                raise StoreClosedError(
+                    "this store was opened in a parent process and inherited across fork(); "
+                    "call alkstore.sync.connect() again in the child"
+                )
+            raise StoreClosedError("store is closed")
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def iterate(self, agen: AsyncIterator[T]) -> Iterator[T]:
+        try:
+            while True:
+                try:
+                    yield self.run(_next(agen))
+                except StopAsyncIteration:
+                    return
+        finally:
+            if not self.closed and not self.forked:
+                aclose = getattr(agen, "aclose", None)
+                if aclose is not None:
+                    self.run(aclose())
+
+    def stop(self) -> None:
+        self.closed = True
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=5)
+        self.loop.close()
+
+
+def connect(url: str | None = None, *, schema: str = "alkstore", **options: Any) -> Store:
+    """Open a store (blocking); the same arguments as :func:`alkstore.connect`."""
+    runner = _Runner()
+    try:
+        astore = runner.run(_aconnect(url, schema=schema, **options))
+    except BaseException:
+        runner.stop()
+        raise
+    return Store(astore, runner)
+
+
+class Store:
+    """The blocking twin of :class:`alkstore.Store`."""
+
+    def __init__(self, astore: _async.Store, runner: _Runner) -> None:
+        self._async = astore
+        self._runner = runner
+        self.url = astore.url
+
+    @property
+    def engine_name(self) -> str:
+        return self._async.engine_name
+
+    @property
+    def closed(self) -> bool:
+        return self._async.closed
+
+    def queue(self, name: str, opts: QueueOpts | None = None) -> Queue:
+        """A handle for queue ``name`` (no I/O)."""
+        return Queue(self._async.queue(name, opts), self._runner)
+
+    def transaction(self) -> Transaction:
+        """``with store.transaction() as tx:`` commits on exit, rolls back on error."""
+        return Transaction(self._async.transaction(), self._runner)
+
+    def notify(self, channel: str, payload: str = "") -> None:
+        self._runner.run(self._async.notify(channel, payload))
+
+    def listen(self, *channels: str) -> Subscription:
+        return Subscription(self._async.listen(*channels), self._runner)
+
+    def close(self) -> None:
+        """Close the store; idempotent."""
+        if self._runner.closed:
+            return
+        if not self._runner.forked:
+            self._runner.run(self._async.close())
+            self._runner.stop()
+        else:
+            self._runner.closed = True
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class Queue:
+    """The blocking twin of :class:`alkstore.Queue`."""
+
+    def __init__(self, aqueue: _async.Queue, runner: _Runner) -> None:
+        self._async = aqueue
+        self._runner = runner
+        self.name = aqueue.name
+        self.opts = aqueue.opts
+
+    def enqueue(self, payload: object, opts: EnqueueOpts | None = None) -> int:
+        return self._runner.run(self._async.enqueue(payload, opts))
+
+    def enqueue_many(
+        self, payloads: Iterable[object], opts: EnqueueOpts | None = None
+    ) -> list[int]:
+        return self._runner.run(self._async.enqueue_many(payloads, opts))
+
+    def claim_one(self, worker_id: str) -> JobHandle | None:
+        handle = self._runner.run(self._async.claim_one(worker_id))
+        return None if handle is None else JobHandle(handle, self._runner)
+
+    def claim_batch(self, worker_id: str, n: int) -> list[JobHandle]:
+        handles = self._runner.run(self._async.claim_batch(worker_id, n))
+        return [JobHandle(h, self._runner) for h in handles]
+
+    def ack_batch(self, ids: Iterable[int]) -> int:
+        return self._runner.run(self._async.ack_batch(ids))
+
+    def cancel(self, job_id: int) -> bool:
+        return self._runner.run(self._async.cancel(job_id))
+
+    def get_job(self, job_id: int) -> Job | None:
+        return self._runner.run(self._async.get_job(job_id))
+
+    def sweep_expired(self) -> SweepResult:
+        return self._runner.run(self._async.sweep_expired())
+
+    def jobs(
+        self, worker_id: str, batch: int = 1, *, poll_interval_s: float = 1.0
+    ) -> Iterator[JobHandle]:
+        """The wake-driven claim loop, blocking: ``for handle in queue.jobs("w1"): ...``."""
+        agen = self._async.jobs(worker_id, batch, poll_interval_s=poll_interval_s)
+        for handle in self._runner.iterate(agen):
+            yield JobHandle(handle, self._runner)
+
+
+class JobHandle:
+    """The blocking twin of :class:`alkstore.JobHandle`."""
+
+    __slots__ = ("_async", "_runner", "job")
+
+    def __init__(self, ahandle: _async.JobHandle, runner: _Runner) -> None:
+        self._async = ahandle
+        self._runner = runner
+        self.job = ahandle.job
+
+    @property
+    def consumed(self) -> bool:
+        return self._async.consumed
+
+    def ack(self) -> bool:
+        return self._runner.run(self._async.ack())
+
+    def retry(self, error: str | None = None, delay_s: float | None = None) -> bool:
+        return self._runner.run(self._async.retry(error, delay_s))
+
+    def fail(self, error: str | None = None) -> bool:
+        return self._runner.run(self._async.fail(error))
+
+    def heartbeat(self, extend_s: float | None = None) -> bool:
+        return self._runner.run(self._async.heartbeat(extend_s))
+
+
+class Transaction:
+    """The blocking twin of :class:`alkstore.Transaction`."""
+
+    def __init__(self, atx: _async.Transaction, runner: _Runner) -> None:
+        self._async = atx
+        self._runner = runner
+
+    def __enter__(self) -> Transaction:
+        self._runner.run(self._async.__aenter__())
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._runner.run(self._async.__aexit__(exc_type, exc, tb))
+
+    def queue(self, name: str, opts: QueueOpts | None = None) -> TxQueue:
+        return TxQueue(self._async.queue(name, opts), self._runner)
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> list[Row]:
+        return self._runner.run(self._async.execute(sql, params))
+
+    def notify(self, channel: str, payload: str = "") -> None:
+        self._runner.run(self._async.notify(channel, payload))
+
+
+class TxQueue:
+    """The blocking twin of :class:`alkstore.TxQueue`."""
+
+    def __init__(self, aqueue: _async.TxQueue, runner: _Runner) -> None:
+        self._async = aqueue
+        self._runner = runner
+        self.name = aqueue.name
+
+    def enqueue(self, payload: object, opts: EnqueueOpts | None = None) -> int:
+        return self._runner.run(self._async.enqueue(payload, opts))
+
+    def enqueue_many(
+        self, payloads: Iterable[object], opts: EnqueueOpts | None = None
+    ) -> list[int]:
+        return self._runner.run(self._async.enqueue_many(payloads, opts))
+
+
+class Subscription:
+    """The blocking twin of :class:`alkstore.Subscription`: ``for note in sub``."""
+
+    def __init__(self, asub: Any, runner: _Runner) -> None:
+        self._async = asub
+        self._runner = runner
+
+    def __enter__(self) -> Subscription:
+        self._runner.run(self._async.__aenter__())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self._runner.closed:
+            self._runner.run(self._async.aclose())
+
+    def get(self, timeout: float | None = None) -> Notification | None:
+        """The next notification, or ``None`` after ``timeout`` seconds."""
+
+        async def next_note() -> Notification | None:
+            try:
+                return await asyncio.wait_for(self._async.__anext__(), timeout)
+            except (TimeoutError, StopAsyncIteration):
+                return None
+
+        return self._runner.run(next_note())
+
+    def __iter__(self) -> Iterator[Notification]:
+        return self._runner.iterate(self._async)
