@@ -11,7 +11,7 @@ from typing import Any
 
 from alkstore.core.backoff import backoff_delay_s
 from alkstore.core.job import Job, Row, SweepResult
-from alkstore.core.names import check_name, check_worker_id
+from alkstore.core.names import check_name, check_worker_id, is_storable_text
 from alkstore.core.options import (
     EnqueueOpts,
     QueueOpts,
@@ -34,6 +34,8 @@ __all__ = ["JobHandle", "Queue", "Store", "Transaction", "TxQueue"]
 DEFAULT_QUEUE_OPTS = QueueOpts()
 ERROR_MAX_ATTEMPTS = "max attempts exceeded"
 ERROR_FAILED = "failed"
+# ids live in a signed 64-bit column on every engine
+_JOB_ID_MIN, _JOB_ID_MAX = -(2**63), 2**63 - 1
 
 _live_stores: weakref.WeakSet[Store] = weakref.WeakSet()
 
@@ -55,14 +57,16 @@ def _check_opts(opts: QueueOpts | None) -> QueueOpts:
 
 
 def _check_error(error: object) -> str | None:
-    if error is not None and type(error) is not str:
-        raise InvalidArgumentError(f"error must be a str or None, got {error!r}")
+    if error is not None and (type(error) is not str or not is_storable_text(error)):
+        raise InvalidArgumentError(
+            f"error must be None or a str of valid UTF-8 without NUL characters, got {error!r}"
+        )
     return error
 
 
 def _check_job_id(job_id: object) -> int:
-    if type(job_id) is not int:
-        raise InvalidArgumentError(f"job id must be an int, got {job_id!r}")
+    if type(job_id) is not int or not _JOB_ID_MIN <= job_id <= _JOB_ID_MAX:
+        raise InvalidArgumentError(f"job id must be a 64-bit int, got {job_id!r}")
     return job_id
 
 
@@ -257,12 +261,18 @@ class Queue:
         poll = check_positive("poll_interval_s", poll_interval_s)
         async with self._store._wake_subscription(self.name) as sub:
             while not sub.closed:
-                handles = await self.claim_batch(worker_id, batch)
+                try:
+                    handles = await self.claim_batch(worker_id, batch)
+                except StoreClosedError:
+                    return  # closed while claiming: the loop ends quietly
                 for handle in handles:
                     yield handle
                 if len(handles) == batch:
                     continue
-                due = await engine.next_wake_in(self.name)
+                try:
+                    due = await engine.next_wake_in(self.name)
+                except StoreClosedError:
+                    return
                 await sub.wait(poll if due is None else min(poll, max(due, 0.0005)))
 
     def __repr__(self) -> str:

@@ -93,9 +93,11 @@ WHERE id = :id AND queue = :queue AND state = 'processing' AND attempts = :attem
 
 -- name: ack_batch
 -- Every listed row of this queue that is processing with an unexpired claim.
+-- Driven by the primary key (the unary + keeps the planner off the processing
+-- index, which would scan every in-flight row of the queue).
 DELETE FROM alk_jobs
-WHERE queue = :queue AND state = 'processing' AND claim_expires_at >= :now
-  AND id IN (SELECT value FROM json_each(:ids));
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND +queue = :queue AND +state = 'processing' AND +claim_expires_at >= :now;
 
 -- name: cancel
 DELETE FROM alk_jobs WHERE id = :id AND queue = :queue;
