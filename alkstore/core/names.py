@@ -26,9 +26,24 @@ def check_name(name: object, what: str = "queue name") -> str:
 
 def check_worker_id(worker_id: object) -> str:
     """Return ``worker_id`` if it is a non-empty string, else raise InvalidArgumentError."""
-    if type(worker_id) is not str or not worker_id:
-        raise InvalidArgumentError(f"invalid worker_id {worker_id!r}: must be a non-empty string")
+    if type(worker_id) is not str or not worker_id or not is_storable_text(worker_id):
+        raise InvalidArgumentError(
+            f"invalid worker_id {worker_id!r}: must be a non-empty string of valid UTF-8 "
+            "without NUL characters"
+        )
     return worker_id
+
+
+def is_storable_text(text: str) -> bool:
+    """Whether every engine can store ``text``: valid UTF-8 (no lone surrogates), no NUL
+    (PostgreSQL's text type cannot hold one)."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def check_schema(schema: object) -> str:

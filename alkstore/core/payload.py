@@ -14,7 +14,10 @@ _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=F
 
 
 def _describe(value: object) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except RecursionError:  # a deeply nested value cannot even be shown
+        text = f"<deeply nested {type(value).__name__}>"
     return text if len(text) <= 80 else text[:77] + "..."
 
 

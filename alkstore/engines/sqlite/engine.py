@@ -233,8 +233,13 @@ class SqliteEngine:
         if executor is not None and self._loop is not None:
             lock = self._lock
             assert lock is not None
-            async with lock:
+            if _in_transaction.get() is self:
+                # closed from inside this task's own open transaction: the lock is
+                # ours; closing the connection rolls the transaction back
                 await self._loop.run_in_executor(executor, self._close_sync)
+            else:
+                async with lock:
+                    await self._loop.run_in_executor(executor, self._close_sync)
             executor.shutdown(wait=True)
 
     def _close_sync(self) -> None:
