@@ -106,3 +106,18 @@ class Engine(Protocol):
 
     async def begin(self) -> EngineTransaction:
         """Open a transaction for ``store.transaction()``."""
+
+    # -- admin (alkstore/admin.py): reads and repairs beyond the queue contract -----
+    async def list_jobs(self, queue: str, state: str | None, limit: int) -> list[Row]:
+        """Rows of ``queue``, live and dead (or only ``state``), by id, at most ``limit``."""
+
+    async def find_job(self, job_id: int) -> Row | None:
+        """The live or dead row with this id, in any queue."""
+
+    async def requeue_dead(self, job_id: int) -> bool:
+        """One transaction: dead row back to live ``pending``, ``run_at = now``,
+        ``attempts = 0``, a past ``expires_at`` cleared; then wake its queue."""
+
+    async def stats(self) -> list[tuple[str, int, int, int, int, float | None]]:
+        """Per queue, by name: ``(queue, pending due now, pending delayed, processing,
+        dead, seconds since the oldest due pending row's run_at or None)``."""

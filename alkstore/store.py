@@ -7,7 +7,7 @@ import random
 import weakref
 from collections.abc import AsyncIterator, Iterable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from alkstore.core.backoff import backoff_delay_s
 from alkstore.core.job import Job, Row, SweepResult
@@ -28,6 +28,9 @@ from alkstore.errors import (
     StoreClosedError,
 )
 from alkstore.subscription import ListenerHub, Subscription
+
+if TYPE_CHECKING:
+    from alkstore.admin import Admin
 
 __all__ = ["JobHandle", "Queue", "Store", "Transaction", "TxQueue"]
 
@@ -150,6 +153,13 @@ class Store:
         self._hub.close()
         if not self._forked:
             await self._engine.close()
+
+    def admin(self) -> Admin:
+        """Listing, counts and dead-letter requeue beyond the queue contract (alkstore.admin)."""
+        from alkstore.admin import Admin
+
+        self._check()
+        return Admin(self)
 
     async def __aenter__(self) -> Store:
         return self

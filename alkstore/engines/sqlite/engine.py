@@ -425,6 +425,47 @@ class SqliteEngine:
         if listener is not None:
             listener.channels = listener.channels - frozenset(channels)
 
+    # -- admin (alkstore/admin.py) --------------------------------------------------
+    async def list_jobs(self, queue: str, state: str | None, limit: int) -> list[Row]:
+        params = {"queue": queue, "state": state, "limit": limit}
+        return await self._call(self._read, self._fetch_all, "admin_list_jobs", params)
+
+    @staticmethod
+    def _fetch_all(conn: sqlite3.Connection, name: str, params: dict[str, Any]) -> list[Row]:
+        return conn.execute(Q[name], params).fetchall()
+
+    async def find_job(self, job_id: int) -> Row | None:
+        return await self._call(self._read, self._fetch_one, "admin_find_job", {"id": job_id})
+
+    def _requeue_unit(self, conn: sqlite3.Connection, job_id: int) -> bool:
+        params = {"id": job_id, "now": time.time()}
+        row = conn.execute(Q["admin_requeue_copy"], params).fetchone()
+        if row is None:
+            return False
+        conn.execute(Q["admin_requeue_delete"], params)
+        self._insert_note(conn, row[0], "")
+        return True
+
+    def _requeue_sync(self, job_id: int) -> bool:
+        done = self._write(self._requeue_unit, job_id)
+        if done:
+            self._poke_local()
+        return done
+
+    async def requeue_dead(self, job_id: int) -> bool:
+        return await self._call(self._requeue_sync, job_id)
+
+    async def stats(self) -> list[tuple[str, int, int, int, int, float | None]]:
+        def read(conn: sqlite3.Connection) -> list[tuple[str, int, int, int, int, float | None]]:
+            now = time.time()
+            rows = conn.execute(Q["admin_stats"], {"now": now}).fetchall()
+            return [
+                (q, p, d, r, x, None if oldest is None else max(now - oldest, 0.0))
+                for q, p, d, r, x, oldest in rows
+            ]
+
+        return await self._call(self._read, read)
+
     # -- transactions -------------------------------------------------------------
     async def begin(self) -> SqliteTransaction:
         if self._closed:

@@ -154,3 +154,66 @@ SELECT COALESCE(max(id), 0) FROM alk_notes;
 
 -- name: notes_after
 SELECT id, channel, payload FROM alk_notes WHERE id > :cursor ORDER BY id LIMIT 10000;
+
+-- Admin (alkstore/admin.py): reads and repairs beyond the queue contract.
+
+-- name: admin_list_jobs
+-- Live and dead rows of one queue (or one state) in id order; both arms are
+-- id-ordered, so the compound ORDER BY merges them and LIMIT stops early.
+SELECT * FROM (
+    SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
+           visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+           last_error, NULL AS died_at
+    FROM alk_jobs WHERE queue = :queue AND (:state IS NULL OR state = :state)
+    UNION ALL
+    SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
+           visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+           last_error, died_at
+    FROM alk_dead WHERE queue = :queue AND (:state IS NULL OR :state = 'dead')
+)
+ORDER BY id LIMIT :limit;
+
+-- name: admin_find_job
+-- One row by id in any queue, live or dead (ids are unique across both tables).
+SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
+       visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+       last_error, NULL
+FROM alk_jobs WHERE id = :id
+UNION ALL
+SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
+       visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+       last_error, died_at
+FROM alk_dead WHERE id = :id;
+
+-- name: admin_requeue_copy
+-- Requeue, step 1: the dead row back to live pending, due now, attempts 0, a
+-- past expiry cleared; it keeps its id, payload, stamps and last_error.
+INSERT INTO alk_jobs (id, queue, payload, state, priority, run_at, created_at, attempts,
+                      max_attempts, visibility_timeout_s, retry_base_s, expires_at,
+                      worker_id, claim_expires_at, last_error)
+SELECT id, queue, payload, 'pending', priority, :now, created_at, 0,
+       max_attempts, visibility_timeout_s, retry_base_s,
+       CASE WHEN expires_at > :now THEN expires_at END,
+       NULL, NULL, last_error
+FROM alk_dead WHERE id = :id
+RETURNING queue;
+
+-- name: admin_requeue_delete
+-- Requeue, step 2 (same transaction).
+DELETE FROM alk_dead WHERE id = :id;
+
+-- name: admin_stats
+-- Per queue: due pending, delayed pending, processing, dead, oldest due run_at.
+SELECT queue, sum(pending), sum(delayed), sum(processing), sum(dead), min(oldest)
+FROM (
+    SELECT queue,
+           sum(state = 'pending' AND run_at <= :now) AS pending,
+           sum(state = 'pending' AND run_at > :now) AS delayed,
+           sum(state = 'processing') AS processing,
+           0 AS dead,
+           min(CASE WHEN state = 'pending' AND run_at <= :now THEN run_at END) AS oldest
+    FROM alk_jobs GROUP BY queue
+    UNION ALL
+    SELECT queue, 0, 0, 0, count(*), NULL FROM alk_dead GROUP BY queue
+)
+GROUP BY queue ORDER BY queue;

@@ -1,0 +1,213 @@
+"""App: a registry of tasks plus one lazily opened store.
+
+>>> app = alkstore.App("sqlite:///jobs.db")
+>>> @app.task(queue="emails", max_attempts=5, timeout_s=60)
+... async def send_email(to: str, subject: str) -> None: ...
+>>> await send_email.defer(to="a@example.com", subject="hi")   # connects on first use
+>>> app.run_worker(concurrency=8)                               # blocking, until SIGTERM
+
+In async code the store opens on first use (``defer``) or explicitly with
+``await app.connect()`` / ``async with app:``; ``app.store`` is the open store
+and raises until then. A store belongs to the event loop (and the process)
+that opened it: used from another loop or after ``fork()``, the app opens a
+fresh one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+
+from alkstore.connect import connect
+from alkstore.core.names import check_name, check_schema
+from alkstore.core.options import QueueOpts, check_positive
+from alkstore.errors import InvalidArgumentError, StoreClosedError
+from alkstore.store import Store
+from alkstore.worker.task import Task
+
+if TYPE_CHECKING:
+    from alkstore.worker.runtime import Worker
+
+__all__ = ["App"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def default_task_name(fn: Callable[..., Any]) -> str:
+    """``module.qualname``; a script run as ``__main__`` uses its module or file name,
+    so a producer running ``python myapp.py`` and a worker importing ``myapp`` agree."""
+    module = getattr(fn, "__module__", None) or "__main__"
+    if module == "__main__":
+        main = sys.modules.get("__main__")
+        spec = getattr(main, "__spec__", None)
+        if spec is not None and spec.name:
+            module = spec.name
+        elif getattr(main, "__file__", None):
+            module = Path(main.__file__).stem  # type: ignore[union-attr,arg-type]
+    return f"{module}.{getattr(fn, '__qualname__', getattr(fn, '__name__', 'task'))}"
+
+
+class App:
+    """Tasks and the store they are deferred into and run from."""
+
+    def __init__(self, url: str | None = None, *, schema: str = "alkstore", **options: Any):
+        self.url = url
+        self.schema = check_schema(schema)
+        self.options = options
+        self.tasks: dict[str, Task[Any, Any]] = {}
+        self._store: Store | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pid = 0
+        self._lock: asyncio.Lock | None = None
+
+    # -- tasks ------------------------------------------------------------------
+    def task(
+        self,
+        *,
+        queue: str = "default",
+        name: str | None = None,
+        max_attempts: int = 5,
+        timeout_s: float | None = None,
+        retry_base_s: float = 1.0,
+        visibility_timeout_s: float = 30.0,
+        priority: int = 0,
+        fail_on: Iterable[type[BaseException]] = (),
+    ) -> Callable[[Callable[P, R]], Task[P, R]]:
+        """Register a function (async, or sync to run in a thread) as a task.
+
+        ``max_attempts``, ``retry_base_s``, ``visibility_timeout_s`` and
+        ``priority`` are stamped on each job at defer; ``timeout_s`` cancels a
+        run that takes longer (it is retried); an exception of a ``fail_on``
+        type, like :class:`alkstore.Fail`, dead-letters the job at once.
+        """
+        check_name(queue)
+        opts = QueueOpts(
+            visibility_timeout_s=visibility_timeout_s,
+            max_attempts=max_attempts,
+            retry_base_s=retry_base_s,
+            priority=priority,
+        )
+        if timeout_s is not None:
+            timeout_s = check_positive("timeout_s", timeout_s)
+        fail_types = tuple(fail_on)
+        for kind in fail_types:
+            if not (isinstance(kind, type) and issubclass(kind, BaseException)):
+                raise InvalidArgumentError(f"fail_on must hold exception types, got {kind!r}")
+        if name is not None and (type(name) is not str or not name):
+            raise InvalidArgumentError(f"task name must be a non-empty str, got {name!r}")
+
+        def register(func: Callable[P, R]) -> Task[P, R]:
+            if not callable(func):
+                raise InvalidArgumentError(f"a task must be a function, got {func!r}")
+            task_name = name or default_task_name(func)
+            if task_name in self.tasks:
+                raise InvalidArgumentError(
+                    f"task name {task_name!r} is already registered on this app; "
+                    "pass name=... to tell them apart"
+                )
+            task = Task(
+                self,
+                func,
+                name=task_name,
+                queue=queue,
+                opts=opts,
+                timeout_s=timeout_s,
+                fail_on=fail_types,
+            )
+            self.tasks[task_name] = task
+            return task
+
+        return register
+
+    @property
+    def queues(self) -> list[str]:
+        """The queues the app's tasks run on, sorted."""
+        return sorted({task.queue for task in self.tasks.values()})
+
+    # -- the store ----------------------------------------------------------------
+    def _current(self) -> Store | None:
+        store = self._store
+        if store is None or store.closed or self._pid != os.getpid():
+            return None
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        return store if loop is self._loop else None
+
+    @property
+    def store(self) -> Store:
+        """The open store; raises until ``await app.connect()`` (or a first ``defer``)."""
+        store = self._current()
+        if store is None:
+            raise StoreClosedError(
+                "the app's store is not open in this event loop: "
+                "`await app.connect()` or `async with app:` first"
+            )
+        return store
+
+    async def connect(self) -> Store:
+        """Open the store (once per event loop and process) and return it."""
+        store = self._current()
+        if store is not None:
+            return store
+        loop = asyncio.get_running_loop()
+        if self._lock is None or self._loop is not loop or self._pid != os.getpid():
+            self._lock = asyncio.Lock()
+            self._store, self._loop, self._pid = None, loop, os.getpid()
+        async with self._lock:
+            store = self._current()
+            if store is None:
+                store = await connect(self.url, schema=self.schema, **self.options)
+                self._store, self._loop, self._pid = store, loop, os.getpid()
+            return store
+
+    async def close(self) -> None:
+        """Close the store if this loop opened it; the next use opens a new one."""
+        store = self._current()
+        self._store = None
+        if store is not None:
+            await store.close()
+
+    async def __aenter__(self) -> App:
+        await self.connect()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- workers ------------------------------------------------------------------
+    def worker(self, queues: Iterable[str] | None = None, **options: Any) -> Worker:
+        """An async :class:`~alkstore.worker.Worker` for this app: ``await worker.run()``."""
+        from alkstore.worker.runtime import Worker
+
+        return Worker(self, queues, **options)
+
+    def run_worker(self, queues: Iterable[str] | None = None, **options: Any) -> int:
+        """Run a worker until SIGTERM/SIGINT (blocking); 0 after a graceful stop, else 1.
+
+        Options are :class:`~alkstore.worker.Worker`'s: ``concurrency``,
+        ``grace_s``, ``poll_interval_s``, ``sweep_interval_s``, ``worker_id``, ...
+        """
+
+        async def main() -> int:
+            try:
+                return await self.worker(queues, **options).run()
+            finally:
+                await self.close()
+
+        return asyncio.run(main())
+
+    def __repr__(self) -> str:
+        return f"<alkstore.App url={self.url!r} tasks={sorted(self.tasks)}>"

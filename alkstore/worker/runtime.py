@@ -1,0 +1,526 @@
+"""The Worker: claims jobs of an App's queues and runs their tasks, up to N at once.
+
+One claim loop per worker: while slots are free it claims ``claim_batch(free)``
+from each queue in turn (a batch when many slots are free, one round trip),
+and when every queue came back short it waits on the queues' wake channels,
+until the earliest delayed job is due, or ``poll_interval_s`` (the re-poll
+that covers a lost wake), whichever is first.
+
+Each claimed job runs as its own asyncio task (sync functions in a thread
+pool of ``concurrency`` threads). One heartbeat task resets the claim of every
+job running longer than a third of its visibility timeout, so a handler may run
+far longer than the timeout. Outcomes use the handle's own fenced operations:
+``ack`` on success, ``retry`` on an exception (the store picks the backoff or
+dead-letters when the budget is spent), ``fail`` on :class:`~alkstore.Fail`, an
+unknown task or unusable arguments. The worker does not batch acks:
+``queue.ack_batch`` is not fenced by attempt, so a worker whose claim lapsed
+could delete a later claim of the same job.
+
+Stopping (SIGTERM/SIGINT, or :meth:`Worker.stop`): no more claims; running
+handlers get ``grace_s`` to finish, then are cancelled and their jobs given
+back with ``retry(delay_s=0)``, claimable again at once. The interrupted run
+counts as an attempt (it may have had effects, and a job that never fits in
+the grace period must not loop forever), so at its last attempt the job is
+dead-lettered with an ``interrupted`` error (``alkstore jobs requeue`` revives
+it). A second signal skips the grace period. A job is never dropped: if even
+the give-back fails, its claim lapses and another worker reclaims it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import functools
+import logging
+import os
+import signal
+import socket
+import time
+import traceback
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from alkstore.core.names import check_name, check_worker_id
+from alkstore.core.options import QueueOpts, check_non_negative, check_positive
+from alkstore.errors import AlkstoreError, InvalidArgumentError, StoreClosedError
+from alkstore.store import JobHandle, Queue, Store
+from alkstore.worker.context import reset_current, set_current
+from alkstore.worker.task import BadCall, Fail, Task, decode_call
+
+if TYPE_CHECKING:
+    from alkstore.app import App
+    from alkstore.subscription import Subscription
+
+__all__ = ["Worker"]
+
+log = logging.getLogger("alkstore.worker")
+
+ERROR_MAX_CHARS = 8000
+HEARTBEAT_FRACTION = 1 / 3  # beat when a third of the visibility timeout has passed
+INTERRUPTED = "interrupted: the worker stopped before the handler finished"
+
+
+def _error_text(exc: BaseException) -> str:
+    """``Type: message`` then the traceback, capped (stored as the job's last_error)."""
+    head = f"{type(exc).__name__}: {exc}".rstrip(": ")
+    tb = "".join(traceback.format_exception(exc)).rstrip()
+    text = f"{head}\n{tb}"
+    return text if len(text) <= ERROR_MAX_CHARS else text[: ERROR_MAX_CHARS - 3] + "..."
+
+
+class _Run:
+    """One claimed job in this worker: its handle, task and heartbeat schedule."""
+
+    __slots__ = ("done", "handle", "lost", "next_beat", "started", "task")
+
+    def __init__(self, handle: JobHandle, now: float) -> None:
+        self.handle = handle
+        self.started = now
+        self.next_beat = now + handle.job.visibility_timeout_s * HEARTBEAT_FRACTION
+        self.done = False  # the handler finished; its outcome is being written
+        self.lost = False  # a heartbeat was refused: the claim is no longer ours
+        self.task: asyncio.Task[None] | None = None
+
+
+class Worker:
+    """Runs an App's tasks from its queues; ``await worker.run()`` until stopped.
+
+    >>> worker = app.worker(["emails"], concurrency=16)
+    >>> await worker.run()          # returns 0 after a graceful stop, 1 after a forced one
+    """
+
+    def __init__(
+        self,
+        app: App,
+        queues: Iterable[str] | None = None,
+        *,
+        concurrency: int = 8,
+        worker_id: str | None = None,
+        poll_interval_s: float = 1.0,
+        grace_s: float = 30.0,
+        sweep_interval_s: float = 60.0,
+        dead_letter_retention_s: float | None = None,
+        handle_signals: bool = True,
+    ) -> None:
+        self.app = app
+        names = list(app.queues if queues is None else queues)
+        if isinstance(queues, str):
+            names = [queues]
+        if not names:
+            raise InvalidArgumentError("no queues to work: register a task or pass queues")
+        self.queues = [check_name(q) for q in dict.fromkeys(names)]
+        if type(concurrency) is not int or concurrency < 1:
+            raise InvalidArgumentError(f"concurrency must be an int >= 1, got {concurrency!r}")
+        self.concurrency = concurrency
+        self.worker_id = check_worker_id(
+            worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        )
+        self.poll_interval_s = check_positive("poll_interval_s", poll_interval_s)
+        self.grace_s = check_non_negative("grace_s", grace_s)
+        self.sweep_interval_s = check_positive("sweep_interval_s", sweep_interval_s)
+        self.queue_opts = QueueOpts(dead_letter_retention_s=dead_letter_retention_s)
+        self.handle_signals = handle_signals
+        self.counts: Counter[str] = Counter()
+        self._runs: set[_Run] = set()
+        self._stopping = False
+        self._forced = False
+        self._stop_event: asyncio.Event | None = None
+        self._slot_freed: asyncio.Event | None = None
+        self._beat_changed: asyncio.Event | None = None
+        self._sub: Subscription | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- control ------------------------------------------------------------------
+    def stop(self, *, force: bool = False) -> None:
+        """Stop claiming and finish within the grace period (``force``: skip it).
+
+        Safe to call from any thread."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is not loop:
+                loop.call_soon_threadsafe(functools.partial(self._stop, force))
+                return
+        self._stop(force)
+
+    def _stop(self, force: bool) -> None:
+        first = not self._stopping
+        self._stopping = True
+        self._forced = self._forced or force
+        for event in (self._stop_event, self._slot_freed):
+            if event is not None:
+                event.set()
+        sub = self._sub
+        if first and sub is not None and self._loop is not None:
+            self._loop.create_task(sub.aclose())
+
+    def _on_signal(self, signum: int) -> None:
+        name = signal.Signals(signum).name
+        if self._stopping:
+            log.warning("%s again: stopping now (%d jobs given back)", name, len(self._runs))
+            self._stop(True)
+        else:
+            log.info(
+                "%s: no more claims; %d running job(s) get %.0fs to finish",
+                name,
+                len(self._runs),
+                self.grace_s,
+            )
+            self._stop(False)
+
+    @property
+    def running(self) -> int:
+        """How many jobs this worker holds right now."""
+        return len(self._runs)
+
+    # -- the run ------------------------------------------------------------------
+    async def run(self) -> int:
+        """Work until stopped; 0 after a graceful stop, 1 after a forced one."""
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._stop_event = asyncio.Event()
+        self._slot_freed = asyncio.Event()
+        self._beat_changed = asyncio.Event()
+        store = await self.app.connect()
+        queues = [store.queue(name, self.queue_opts) for name in self.queues]
+        signals = self._install_signals(loop)
+        log.info(
+            "worker %s: queues %s, concurrency %d, on %s",
+            self.worker_id,
+            ", ".join(self.queues),
+            self.concurrency,
+            store.url,
+        )
+        try:
+            async with store.listen(*self.queues) as sub:
+                self._sub = sub
+                if self._stopping:
+                    await sub.aclose()
+                helpers = [
+                    loop.create_task(self._heartbeat_loop()),
+                    loop.create_task(self._sweep_loop(queues)),
+                ]
+                try:
+                    await self._claim_loop(store, queues, sub)
+                finally:
+                    self._stopping = True
+                    await self._drain()
+                    for helper in helpers:
+                        helper.cancel()
+                    await asyncio.gather(*helpers, return_exceptions=True)
+        finally:
+            self._sub = None
+            for signum in signals:
+                loop.remove_signal_handler(signum)
+            if self._pool is not None:
+                self._pool.shutdown(wait=False, cancel_futures=True)
+        log.info("worker %s stopped: %s", self.worker_id, dict(self.counts) or "no jobs")
+        return 1 if self._forced else 0
+
+    def _install_signals(self, loop: asyncio.AbstractEventLoop) -> list[int]:
+        if not self.handle_signals:
+            return []
+        installed: list[int] = []
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(signum, self._on_signal, signum)
+            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+                continue
+            installed.append(signum)
+        return installed
+
+    async def _pause(self, seconds: float) -> None:
+        assert self._stop_event is not None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop_event.wait(), seconds)
+
+    async def _claim_loop(self, store: Store, queues: list[Queue], sub: Subscription) -> None:
+        assert self._slot_freed is not None
+        admin = store.admin()
+        turn = 0
+        failures = 0
+        while not self._stopping:
+            free = self.concurrency - len(self._runs)
+            if free <= 0:
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+                continue
+            try:
+                for i in range(len(queues)):
+                    handles = await queues[(turn + i) % len(queues)].claim_batch(
+                        self.worker_id, free
+                    )
+                    for handle in handles:
+                        self._start(handle)
+                    free -= len(handles)
+                    if free == 0:
+                        break
+                turn += 1
+                if free == 0:
+                    continue
+                # every queue came back short: wait for a wake, a due job or the re-poll
+                timeout = self.poll_interval_s
+                for name in self.queues:
+                    due = await admin.next_wake_in(name)
+                    if due is not None:
+                        timeout = min(timeout, max(due, 0.0005))
+                failures = 0
+            except StoreClosedError:
+                if not self._stopping:
+                    log.error("worker %s: the store was closed; stopping", self.worker_id)
+                return
+            except AlkstoreError as e:  # the database is away: keep the jobs we hold, back off
+                failures += 1
+                delay = min(0.1 * 2**failures, 5.0)
+                log.warning("claim failed (%s); retrying in %.1fs", e, delay)
+                await self._pause(delay)
+                continue
+            await sub.wait(timeout)
+
+    # -- one job ------------------------------------------------------------------
+    def _start(self, handle: JobHandle) -> None:
+        assert self._loop is not None and self._beat_changed is not None
+        run = _Run(handle, time.monotonic())
+        self._runs.add(run)
+        run.task = self._loop.create_task(self._execute(run))
+        run.task.add_done_callback(functools.partial(self._finished, run))
+        self._beat_changed.set()
+
+    def _finished(self, run: _Run, _task: asyncio.Task[None]) -> None:
+        self._runs.discard(run)
+        if self._slot_freed is not None:
+            self._slot_freed.set()
+
+    async def _execute(self, run: _Run) -> None:
+        handle = run.handle
+        job = handle.job
+        name = "?"
+        try:
+            name, arguments = decode_call(job.payload)
+            task = self.app.tasks.get(name)
+            if task is None:
+                known = ", ".join(sorted(self.app.tasks)) or "none"
+                raise BadCall(f"unknown task {name!r} (this worker knows: {known})")
+            args, kwargs = task.call_arguments(arguments)
+        except BadCall as e:
+            run.done = True
+            await self._outcome(run, name, "dead", handle.fail(str(e)), str(e))
+            return
+        token = set_current(job)
+        timeout: asyncio.Timeout | None = None
+        try:
+            if task.timeout_s is None:
+                await self._call(task, args, kwargs)
+            else:
+                async with asyncio.timeout(task.timeout_s) as timeout:
+                    await self._call(task, args, kwargs)
+        except Fail as e:
+            run.done = True
+            error = str(e) or "Fail"
+            await self._outcome(run, name, "dead", handle.fail(error), error)
+        except TimeoutError as e:
+            run.done = True
+            if timeout is not None and timeout.expired():
+                error = f"timeout: the handler ran longer than {task.timeout_s:g}s"
+            else:
+                error = _error_text(e)
+            await self._retry(run, name, error)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            run.done = True
+            if task.fail_on and isinstance(e, task.fail_on):
+                error = _error_text(e)
+                await self._outcome(run, name, "dead", handle.fail(error), error)
+            else:
+                await self._retry(run, name, _error_text(e))
+        else:
+            run.done = True
+            await self._outcome(run, name, "success", self._ack(handle), None)
+        finally:
+            reset_current(token)
+
+    async def _call(self, task: Task[Any, Any], args: list[Any], kwargs: dict[str, Any]) -> None:
+        if task.is_async:
+            await task.fn(*args, **kwargs)
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="alkstore-task")
+        assert self._loop is not None
+        call = functools.partial(contextvars.copy_context().run, task.fn, *args, **kwargs)
+        result = await self._loop.run_in_executor(self._pool, call)
+        if asyncio.iscoroutine(result):  # a sync wrapper that returned a coroutine
+            await result
+
+    async def _ack(self, handle: JobHandle) -> bool:
+        """The fenced ack; a database error is retried a few times (else the claim lapses
+        and the job runs again: at-least-once)."""
+        for attempt in range(3):
+            try:
+                return await handle.ack()
+            except StoreClosedError:
+                raise
+            except AlkstoreError as e:
+                log.warning("ack of job %d failed (%s); retrying", handle.job.id, e)
+                await asyncio.sleep(0.1 * 2**attempt)
+        return await handle.ack()
+
+    async def _retry(self, run: _Run, name: str, error: str) -> None:
+        job = run.handle.job
+        outcome = "dead" if job.attempts >= job.max_attempts else "retry"
+        await self._outcome(run, name, outcome, run.handle.retry(error), error)
+
+    async def _outcome(
+        self, run: _Run, name: str, outcome: str, op: Awaitable[bool], error: str | None
+    ) -> None:
+        """Await the handle operation ``op``, then count and log the outcome."""
+        try:
+            done = await op
+        except StoreClosedError:
+            done = False
+        except AlkstoreError as e:
+            log.warning("job %d: writing outcome %s failed: %s", run.handle.job.id, outcome, e)
+            done = False
+        if not done:
+            outcome = "lost"  # the claim lapsed, or the job was cancelled: not ours any more
+        self.counts[outcome] += 1
+        level = logging.INFO if outcome == "success" else logging.WARNING
+        if log.isEnabledFor(level):
+            self._log(level, run, name, outcome, error)
+
+    def _log(self, level: int, run: _Run, name: str, outcome: str, error: str | None) -> None:
+        job = run.handle.job
+        duration_ms = (time.monotonic() - run.started) * 1000
+        fields = {
+            "queue": job.queue,
+            "task": name,
+            "id": job.id,
+            "attempt": job.attempts,
+            "max_attempts": job.max_attempts,
+            "duration_ms": round(duration_ms, 3),
+            "outcome": outcome,
+        }
+        line = (
+            f"job outcome={outcome} queue={job.queue} task={name} id={job.id} "
+            f"attempt={job.attempts}/{job.max_attempts} duration_ms={duration_ms:.1f}"
+        )
+        if error is not None:
+            first = error.splitlines()[0] if error else ""
+            fields["error"] = first
+            line += f" error={first!r}"
+        log.log(level, line, extra={"alkstore": fields})
+
+    # -- heartbeats and sweeps --------------------------------------------------------
+    async def _heartbeat_loop(self) -> None:
+        assert self._beat_changed is not None
+        while True:
+            now = time.monotonic()
+            due = [r for r in self._runs if not r.done and not r.lost and r.next_beat <= now]
+            if due:
+                results = await asyncio.gather(
+                    *(r.handle.heartbeat() for r in due), return_exceptions=True
+                )
+                for run, result in zip(due, results, strict=True):
+                    if result is True:
+                        vt = run.handle.job.visibility_timeout_s
+                        run.next_beat = now + vt * HEARTBEAT_FRACTION
+                    elif result is False:
+                        if not run.done:
+                            run.lost = True
+                            job = run.handle.job
+                            log.warning(
+                                "job %d (queue %s): heartbeat refused; the claim lapsed or "
+                                "the job was cancelled, its outcome will not be recorded",
+                                job.id,
+                                job.queue,
+                            )
+                    else:  # the database hiccuped: beat again soon
+                        log.warning("heartbeat of job %d failed: %s", run.handle.job.id, result)
+                        run.next_beat = now + min(0.25, run.handle.job.visibility_timeout_s / 10)
+            pending = [r.next_beat for r in self._runs if not r.done and not r.lost]
+            wait = max(min(pending) - time.monotonic(), 0.0) if pending else 60.0
+            self._beat_changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._beat_changed.wait(), wait)
+
+    async def _sweep_loop(self, queues: list[Queue]) -> None:
+        while True:
+            for queue in queues:
+                try:
+                    result = await queue.sweep_expired()
+                except StoreClosedError:
+                    return
+                except AlkstoreError as e:
+                    log.warning("sweep of queue %s failed: %s", queue.name, e)
+                    continue
+                if result.expired or result.purged:
+                    log.info(
+                        "sweep queue=%s expired=%d purged=%d",
+                        queue.name,
+                        result.expired,
+                        result.purged,
+                    )
+            await asyncio.sleep(self.sweep_interval_s)
+
+    # -- stopping -----------------------------------------------------------------
+    async def _drain(self) -> None:
+        """Let running handlers finish within the grace period, then give the rest back."""
+        assert self._stop_event is not None
+        deadline = time.monotonic() + self.grace_s
+        while self._runs and not self._forced:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            tasks = {r.task for r in self._runs if r.task is not None}
+            self._stop_event.clear()
+            stop_wait = asyncio.ensure_future(self._stop_event.wait())
+            await asyncio.wait(
+                {*tasks, stop_wait}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+            )
+            stop_wait.cancel()
+        leftovers = list(self._runs)
+        if not leftovers:
+            return
+        for run in leftovers:
+            if run.task is not None:
+                run.task.cancel()
+        await asyncio.gather(
+            *(r.task for r in leftovers if r.task is not None), return_exceptions=True
+        )
+        back = [r for r in leftovers if not r.handle.consumed]
+        results = await asyncio.gather(
+            *(r.handle.retry(INTERRUPTED, delay_s=0) for r in back), return_exceptions=True
+        )
+        for run, result in zip(back, results, strict=True):
+            job = run.handle.job
+            if result is True:
+                outcome = "dead" if job.attempts >= job.max_attempts else "interrupted"
+            else:
+                outcome = "lost"
+                if isinstance(result, BaseException):
+                    log.warning(
+                        "job %d could not be given back (%s); it is reclaimed when its "
+                        "claim lapses",
+                        job.id,
+                        result,
+                    )
+            self.counts[outcome] += 1
+            self._log(logging.WARNING, run, self._task_name(run), outcome, INTERRUPTED)
+
+    @staticmethod
+    def _task_name(run: _Run) -> str:
+        try:
+            return decode_call(run.handle.job.payload)[0]
+        except BadCall:
+            return "?"
+
+    def __repr__(self) -> str:
+        return f"<alkstore.Worker {self.worker_id} queues={self.queues}>"

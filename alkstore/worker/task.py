@@ -1,0 +1,210 @@
+"""Tasks: a function registered on an App, deferred as a JSON job of its queue.
+
+A job made by a task carries ``{"task": name, "args": {...}}``: the task's
+name (so one queue can carry several tasks) and its arguments bound to the
+function's signature by name. Binding happens at ``defer``, so a wrong call
+fails in the producer (``TypeError``) and an argument JSON cannot encode
+fails there too (``PayloadError``), before anything is written.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+
+from alkstore.core.options import EnqueueOpts, QueueOpts
+from alkstore.core.payload import encode_payload
+from alkstore.errors import InvalidArgumentError, PayloadError
+from alkstore.store import Transaction
+
+if TYPE_CHECKING:
+    from alkstore.app import App
+
+__all__ = ["Fail", "Task", "TaskCall", "decode_call", "encode_call"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class Fail(Exception):
+    """Raise in a task to dead-letter its job at once, with this message as ``last_error``."""
+
+
+class BadCall(Exception):
+    """A job's payload is not a call this worker can make (unknown task, bad arguments)."""
+
+
+def encode_call(name: str, arguments: Mapping[str, Any]) -> bytes:
+    """The payload of one task call: compact UTF-8 JSON (``PayloadError`` if it can't be)."""
+    try:
+        return encode_payload({"task": name, "args": dict(arguments)})
+    except PayloadError as e:
+        raise PayloadError(f"arguments of task {name!r} cannot be encoded as JSON: {e}") from e
+
+
+def decode_call(payload: bytes) -> tuple[str, dict[str, Any]]:
+    """``(task name, arguments)`` from a job payload; ``BadCall`` if it is not a task call."""
+    import json
+
+    try:
+        data = json.loads(payload)
+    except (ValueError, UnicodeDecodeError):
+        data = None
+    if (
+        not isinstance(data, dict)
+        or type(data.get("task")) is not str
+        or not isinstance(data.get("args", {}), dict)
+    ):
+        raise BadCall(
+            f"payload {payload[:80]!r} is not a task call: "
+            'expected JSON {"task": name, "args": {...}}'
+        )
+    return data["task"], data.get("args", {})
+
+
+class Task(Generic[P, R]):
+    """A function registered with ``@app.task``; call it directly, or ``defer`` it as a job.
+
+    >>> @app.task(queue="emails", max_attempts=3)
+    ... async def send(to: str) -> None: ...
+    >>> job_id = await send.defer(to="a@example.com")
+    >>> await send.configure(delay_s=60, priority=5).defer(to="b@example.com")
+    """
+
+    def __init__(
+        self,
+        app: App,
+        fn: Callable[P, R],
+        *,
+        name: str,
+        queue: str,
+        opts: QueueOpts,
+        timeout_s: float | None,
+        fail_on: tuple[type[BaseException], ...],
+    ) -> None:
+        self.app = app
+        self.fn = fn
+        self.name = name
+        self.queue = queue
+        self.opts = opts
+        self.timeout_s = timeout_s
+        self.fail_on = fail_on
+        self.signature = inspect.signature(fn)
+        self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+            getattr(fn, "__call__", None)  # noqa: B004  # an object with an async __call__
+        )
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run the function here and now (no job)."""
+        return self.fn(*args, **kwargs)
+
+    # -- arguments ---------------------------------------------------------------
+    def bind(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """The call's arguments by parameter name (``TypeError`` if they don't fit)."""
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"task {self.name!r}: {e}") from None
+        return dict(bound.arguments)
+
+    def payload(self, *args: Any, **kwargs: Any) -> bytes:
+        """The job payload of one call (validated and encoded, nothing written)."""
+        return encode_call(self.name, self.bind(*args, **kwargs))
+
+    def call_arguments(self, arguments: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+        """Positional and keyword arguments for ``fn`` from a decoded ``args`` object."""
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        for name, param in self.signature.parameters.items():
+            if name not in arguments:
+                continue
+            value = arguments[name]
+            if param.kind is param.POSITIONAL_ONLY:
+                args.append(value)
+            elif param.kind is param.VAR_POSITIONAL:
+                args.extend(value)
+            elif param.kind is param.VAR_KEYWORD:
+                kwargs.update(value)
+            else:
+                kwargs[name] = value
+        unknown = set(arguments) - set(self.signature.parameters)
+        if unknown:
+            raise BadCall(f"task {self.name!r} has no parameter(s) {sorted(unknown)}")
+        try:
+            self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise BadCall(f"task {self.name!r}: {e}") from None
+        return args, kwargs
+
+    # -- deferring ---------------------------------------------------------------
+    async def defer(self, *args: P.args, **kwargs: P.kwargs) -> int:
+        """Enqueue one call as a job of the task's queue; returns the job id."""
+        return await TaskCall(self, None).defer(*args, **kwargs)
+
+    async def defer_in(self, tx: Transaction, *args: P.args, **kwargs: P.kwargs) -> int:
+        """Enqueue one call inside ``tx`` (invisible until commit, gone on rollback)."""
+        return await TaskCall(self, None).defer_in(tx, *args, **kwargs)
+
+    async def defer_many(self, calls: Iterable[Mapping[str, Any]]) -> list[int]:
+        """Enqueue many calls (keyword arguments each) in one transaction, with one wake."""
+        return await TaskCall(self, None).defer_many(calls)
+
+    def configure(
+        self,
+        *,
+        delay_s: float | None = None,
+        priority: int | None = None,
+        run_at: datetime | None = None,
+        expires_in_s: float | None = None,
+        max_attempts: int | None = None,
+    ) -> TaskCall[P, R]:
+        """Per-call options: ``task.configure(delay_s=30).defer(...)``."""
+        opts = EnqueueOpts(
+            priority=priority,
+            delay_s=delay_s,
+            run_at=run_at,
+            expires_in_s=expires_in_s,
+            max_attempts=max_attempts,
+        )
+        return TaskCall(self, opts)
+
+    def __repr__(self) -> str:
+        return f"<alkstore.Task {self.name!r} queue={self.queue!r}>"
+
+
+class TaskCall(Generic[P, R]):
+    """A task with per-call enqueue options, from :meth:`Task.configure`."""
+
+    __slots__ = ("opts", "task")
+
+    def __init__(self, task: Task[P, R], opts: EnqueueOpts | None) -> None:
+        self.task = task
+        self.opts = opts
+
+    async def defer(self, *args: P.args, **kwargs: P.kwargs) -> int:
+        """Enqueue one call; returns the job id."""
+        task = self.task
+        payload = task.payload(*args, **kwargs)
+        store = await task.app.connect()
+        return await store.queue(task.queue, task.opts).enqueue(payload, self.opts)
+
+    async def defer_in(self, tx: Transaction, *args: P.args, **kwargs: P.kwargs) -> int:
+        """Enqueue one call inside the transaction ``tx``."""
+        if not isinstance(tx, Transaction):
+            raise InvalidArgumentError(f"defer_in needs an alkstore.Transaction, got {tx!r}")
+        task = self.task
+        payload = task.payload(*args, **kwargs)
+        return await tx.queue(task.queue, task.opts).enqueue(payload, self.opts)
+
+    async def defer_many(self, calls: Iterable[Mapping[str, Any]]) -> list[int]:
+        """Enqueue many calls in one transaction and one round trip."""
+        task = self.task
+        if isinstance(calls, Mapping | str | bytes):
+            raise InvalidArgumentError("defer_many takes a list of keyword-argument mappings")
+        payloads = [task.payload(**call) for call in calls]
+        store = await task.app.connect()
+        return await store.queue(task.queue, task.opts).enqueue_many(payloads, self.opts)
