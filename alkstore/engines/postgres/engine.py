@@ -1,0 +1,475 @@
+"""The PostgreSQL engine: psycopg 3 (async) over a connection pool, one schema per store.
+
+Every operation is one statement on a pool connection in autocommit, so one
+round trip and one transaction: the claim (with its pre-claim sweep), each
+fenced handle operation and every dead-letter move are single statements
+whose CTEs commit together (see ``sql/queries.sql``). All SQL is formatted
+once, at construction, with the schema as a quoted identifier. Wakes go out
+after commit from the waker's own connection (``waker.py``); LISTEN lives on
+the listener's own connection (``listener.py``). Driver errors become
+:class:`EngineError` in one place, :meth:`PostgresEngine._failure`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import TupleRow
+from psycopg_pool import AsyncConnectionPool
+
+from alkstore.core.job import Row
+from alkstore.core.options import Stamps
+from alkstore.engine import NoteSink
+from alkstore.engines.postgres.listener import Listener
+from alkstore.engines.postgres.settings import PgSettings, parse_settings
+from alkstore.engines.postgres.waker import Waker
+from alkstore.engines.queries import load_migrations, load_queries
+from alkstore.errors import EngineError, StoreClosedError
+
+__all__ = ["SCHEMA_VERSION", "PostgresEngine", "PostgresTransaction", "migrate"]
+
+log = logging.getLogger("alkstore.postgres")
+
+Conn = psycopg.AsyncConnection[TupleRow]
+
+_PACKAGE = "alkstore.engines.postgres"
+_QUERIES = load_queries(_PACKAGE)
+_MIGRATIONS = load_migrations(_PACKAGE)
+SCHEMA_VERSION = _MIGRATIONS[-1][0]
+
+
+def _format(text: str, schema: str) -> bytes:
+    """Put the schema into a query as a quoted identifier (the one formatting step).
+
+    Kept as bytes: psycopg takes them as they are on every execution.
+    """
+    query = sql.SQL(text)  # our own .sql text, never input
+    return query.format(schema=sql.Identifier(schema)).as_bytes()
+
+
+def _claim_order(row: Row) -> tuple[int, Any, int]:
+    return (-row[4], row[5], row[0])
+
+
+def _insert_params(queue: str, payloads: Sequence[bytes], stamps: Stamps) -> dict[str, Any]:
+    return {
+        "queue": queue,
+        "payloads": payloads if type(payloads) is list else list(payloads),
+        "priority": stamps.priority,
+        "run_at": stamps.run_at,
+        "delay": stamps.delay_s,
+        "max_attempts": stamps.max_attempts,
+        "visibility": stamps.visibility_timeout_s,
+        "retry_base": stamps.retry_base_s,
+        "expires_in": stamps.expires_in_s,
+    }
+
+
+def _ids(rows: list[TupleRow]) -> list[int]:
+    ids = [row[0] for row in rows]
+    ids.sort()  # RETURNING order is not promised; ids ascend in payload order
+    return ids
+
+
+class PostgresEngine:
+    """Storage in one PostgreSQL schema, shared by any number of processes and machines."""
+
+    name = "postgres"
+
+    def __init__(self, settings: PgSettings, schema: str) -> None:
+        self.settings = settings
+        self.schema = schema
+        self.q = {name: _format(text, schema) for name, text in _QUERIES.items()}
+        self._prepare = 0 if settings.prepare else None
+        self._pool: AsyncConnectionPool[Conn] | None = None
+        self._waker: Waker | None = None
+        self._listener: Listener | None = None
+        self._closed = False
+        self._background: set[asyncio.Task[None]] = set()
+
+    @classmethod
+    def from_url(cls, url: str, schema: str, options: dict[str, Any]) -> PostgresEngine:
+        """Build from a ``postgresql://`` URL (its query may carry alkstore options)."""
+        return cls(parse_settings(url, options), schema)
+
+    # -- plumbing ---------------------------------------------------------------------
+    async def connect(self, *, prepare: bool = True) -> Conn:
+        """A new autocommit connection outside the pool (listener, waker, migrations)."""
+        conn = await psycopg.AsyncConnection.connect(
+            self.settings.conninfo,
+            autocommit=True,
+            prepare_threshold=self._prepare if prepare else None,
+        )
+        return conn
+
+    @staticmethod
+    async def _configure(conn: Conn) -> None:
+        # Times come back as UTC; binary timestamptz is an absolute instant, so
+        # this only spares a conversion (it is not needed for correctness).
+        await conn.execute("SET TIME ZONE 'UTC'")
+
+    def _check(self) -> AsyncConnectionPool[Conn]:
+        if self._closed or self._pool is None:
+            raise StoreClosedError(f"store on schema {self.schema!r} is closed")
+        return self._pool
+
+    def _failure(self, error: psycopg.Error, what: str) -> Exception:
+        """The one translation point of driver errors."""
+        if self._closed:
+            return StoreClosedError(f"store on schema {self.schema!r} is closed")
+        if isinstance(error, psycopg.OperationalError) and self._pool is not None:
+            # A connection died (or the server restarted): the pool drops the
+            # broken one on return; check the idle ones too, so the next
+            # operation does not pick up another dead connection.
+            self._spawn(self._check_pool())
+        return EngineError(f"PostgreSQL error in {what} (schema {self.schema!r}): {error}")
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _check_pool(self) -> None:
+        pool = self._pool
+        if pool is not None and not self._closed:
+            try:
+                await pool.check()
+            except psycopg.Error as e:
+                log.debug("alkstore: pool check failed: %s", e)
+
+    async def _fetchall(self, name: str, params: dict[str, Any]) -> list[TupleRow]:
+        pool = self._check()
+        try:
+            async with pool.connection() as conn:
+                cur = await conn.execute(self.q[name], params, binary=True)
+                return await cur.fetchall()
+        except psycopg.Error as e:
+            raise self._failure(e, name) from e
+
+    async def _fetchone(self, name: str, params: dict[str, Any]) -> TupleRow | None:
+        pool = self._check()
+        try:
+            async with pool.connection() as conn:
+                cur = await conn.execute(self.q[name], params, binary=True)
+                return await cur.fetchone()
+        except psycopg.Error as e:
+            raise self._failure(e, name) from e
+
+    async def _rowcount(self, name: str, params: dict[str, Any]) -> int:
+        pool = self._check()
+        try:
+            async with pool.connection() as conn:
+                cur = await conn.execute(self.q[name], params)
+                return cur.rowcount
+        except psycopg.Error as e:
+            raise self._failure(e, name) from e
+
+    # -- lifecycle ----------------------------------------------------------------------
+    async def open(self) -> None:
+        # Migrate on a connection of our own first: a bad URL or a missing
+        # server fails here at once, with libpq's own message, instead of
+        # after the pool's timeout.
+        try:
+            conn = await self.connect(prepare=False)
+            try:
+                await migrate_connection(conn, self.schema)
+            finally:
+                await conn.close()
+        except psycopg.Error as e:
+            self._closed = True
+            raise EngineError(
+                f"cannot open the PostgreSQL store (schema {self.schema!r}): {e}"
+            ) from e
+        settings = self.settings
+        self._pool = AsyncConnectionPool(
+            settings.conninfo,
+            kwargs={"autocommit": True, "prepare_threshold": self._prepare},
+            min_size=settings.pool_min,
+            max_size=settings.pool_max,
+            timeout=settings.pool_timeout_s,
+            configure=self._configure,
+            open=False,
+            name=f"alkstore-{self.schema}",
+        )
+        await self._pool.open(wait=False)
+        self._waker = Waker(self.connect, self.q["wake"], settings.wake_coalesce_s)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._waker is not None:
+                await self._waker.close()
+            if self._listener is not None:
+                await self._listener.stop()
+        finally:
+            for task in list(self._background):
+                task.cancel()
+            if self._pool is not None:
+                await self._pool.close()
+
+    # -- enqueue ------------------------------------------------------------------------
+    async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
+        pool = self._check()
+        params = _insert_params(queue, payloads, stamps)
+        mode = self.settings.wake
+        try:
+            async with pool.connection() as conn:
+                cur = await conn.execute(self.q["insert_jobs"], params)
+                ids = _ids(await cur.fetchall())
+                if mode == "on":  # the naive baseline: one awaited wake per enqueue
+                    try:
+                        await conn.execute(self.q["notify"], {"channel": queue, "payload": ""})
+                    except psycopg.Error as e:
+                        log.warning("alkstore: wake of %r not sent: %s", queue, e)
+        except psycopg.Error as e:
+            raise self._failure(e, "enqueue") from e
+        if mode == "coalesce":
+            self._wake(queue)
+        return ids
+
+    def _wake(self, queue: str) -> None:
+        waker = self._waker
+        if waker is not None and self.settings.wake != "off":
+            waker.wake(queue)
+
+    def outbox_insert(
+        self, queue: str, payloads: Sequence[bytes], stamps: Stamps
+    ) -> tuple[bytes, dict[str, Any]]:
+        """The enqueue statement, to run on the caller's own connection (no wake)."""
+        self._check()
+        return self.q["insert_jobs"], _insert_params(queue, payloads, stamps)
+
+    # -- claim and handle operations ---------------------------------------------------
+    async def claim(self, queue: str, worker_id: str, n: int) -> list[Row]:
+        rows = await self._fetchall("claim", {"queue": queue, "worker": worker_id, "n": n})
+        if len(rows) > 1:
+            rows.sort(key=_claim_order)
+        return rows
+
+    async def ack(self, queue: str, job_id: int, attempts: int) -> bool:
+        params = {"id": job_id, "queue": queue, "attempts": attempts}
+        return await self._rowcount("ack", params) > 0
+
+    async def retry(
+        self, queue: str, job_id: int, attempts: int, delay_s: float, error: str | None
+    ) -> bool:
+        params = {
+            "id": job_id,
+            "queue": queue,
+            "attempts": attempts,
+            "delay": delay_s,
+            "error": error,
+        }
+        return await self._rowcount("retry", params) > 0
+
+    async def dead_letter(self, queue: str, job_id: int, attempts: int, error: str) -> bool:
+        params = {"id": job_id, "queue": queue, "attempts": attempts, "error": error}
+        return await self._rowcount("dead_letter", params) > 0
+
+    async def heartbeat(
+        self, queue: str, job_id: int, attempts: int, extend_s: float | None
+    ) -> bool:
+        params = {"id": job_id, "queue": queue, "attempts": attempts, "extend": extend_s}
+        return await self._rowcount("heartbeat", params) > 0
+
+    async def ack_batch(self, queue: str, ids: Sequence[int]) -> int:
+        id_list = ids if type(ids) is list else list(ids)
+        return await self._rowcount("ack_batch", {"queue": queue, "ids": id_list})
+
+    async def cancel(self, queue: str, job_id: int) -> bool:
+        return await self._rowcount("cancel", {"id": job_id, "queue": queue}) > 0
+
+    async def get_job(self, queue: str, job_id: int) -> Row | None:
+        return await self._fetchone("get_job", {"id": job_id, "queue": queue})
+
+    async def sweep(self, queue: str, retention_s: float | None) -> tuple[int, int]:
+        row = await self._fetchone("sweep", {"queue": queue, "retention": retention_s})
+        assert row is not None
+        return int(row[0]), int(row[1])
+
+    async def next_wake_in(self, queue: str) -> float | None:
+        row = await self._fetchone("next_due", {"queue": queue})
+        due = None if row is None else row[0]
+        return None if due is None else max(float(due), 0.0)
+
+    # -- notify / listen ------------------------------------------------------------------
+    async def notify(self, channel: str, payload: str) -> None:
+        await self._rowcount("notify", {"channel": channel, "payload": payload})
+
+    async def subscribe(self, channels: Sequence[str], sink: NoteSink) -> None:
+        self._check()
+        if not self.settings.listen:
+            return  # poll-only mode: consumers rely on their re-poll interval
+        if self._listener is None:
+            self._listener = Listener(lambda: self.connect(prepare=False), sink)
+        await self._listener.listen(channels)
+
+    async def unsubscribe(self, channels: Sequence[str]) -> None:
+        if self._listener is not None and not self._closed:
+            await self._listener.unlisten(channels)
+
+    # -- admin (alkstore/admin.py) -----------------------------------------------------
+    async def list_jobs(self, queue: str, state: str | None, limit: int) -> list[Row]:
+        params = {"queue": queue, "state": state, "limit": limit}
+        return await self._fetchall("admin_list_jobs", params)
+
+    async def find_job(self, job_id: int) -> Row | None:
+        return await self._fetchone("admin_find_job", {"id": job_id})
+
+    async def requeue_dead(self, job_id: int) -> bool:
+        row = await self._fetchone("admin_requeue", {"id": job_id})
+        if row is None:
+            return False
+        self._wake(row[0])
+        return True
+
+    async def stats(self) -> list[tuple[str, int, int, int, int, float | None]]:
+        rows = await self._fetchall("admin_stats", {})
+        return [
+            (q, int(p), int(d), int(r), int(x), None if age is None else max(float(age), 0.0))
+            for q, p, d, r, x, age in rows
+        ]
+
+    # -- transactions -------------------------------------------------------------------
+    async def begin(self) -> PostgresTransaction:
+        pool = self._check()
+        try:
+            conn = await pool.getconn()
+            try:
+                await conn.execute("BEGIN")
+            except BaseException:
+                await pool.putconn(conn)
+                raise
+        except psycopg.Error as e:
+            raise self._failure(e, "begin") from e
+        return PostgresTransaction(self, pool, conn)
+
+
+class PostgresTransaction:
+    """A ``store.transaction()``: one pool connection inside BEGIN … COMMIT.
+
+    Enqueued queues are woken only after the COMMIT succeeds (never from inside
+    the transaction: see ``waker.py``). ``tx.notify`` is different: it is the
+    caller's own notification, so it is a ``pg_notify`` inside the transaction,
+    which PostgreSQL itself delivers at commit and drops on rollback — exactly
+    the contract, and atomic with the commit.
+    """
+
+    def __init__(self, engine: PostgresEngine, pool: AsyncConnectionPool[Conn], conn: Conn) -> None:
+        self._engine = engine
+        self._pool = pool
+        self._conn: Conn | None = conn
+        self._queues: dict[str, None] = {}
+
+    def _live(self) -> Conn:
+        if self._engine._closed:
+            raise StoreClosedError(f"store on schema {self._engine.schema!r} is closed")
+        if self._conn is None:
+            raise StoreClosedError("the transaction is already finished")
+        return self._conn
+
+    async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
+        conn = self._live()
+        try:
+            cur = await conn.execute(
+                self._engine.q["insert_jobs"], _insert_params(queue, payloads, stamps)
+            )
+            ids = _ids(await cur.fetchall())
+        except psycopg.Error as e:
+            raise self._engine._failure(e, "transaction enqueue") from e
+        self._queues[queue] = None
+        return ids
+
+    async def notify(self, channel: str, payload: str) -> None:
+        conn = self._live()
+        try:
+            await conn.execute(self._engine.q["notify"], {"channel": channel, "payload": payload})
+        except psycopg.Error as e:
+            raise self._engine._failure(e, "transaction notify") from e
+
+    async def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None) -> list[Row]:
+        conn = self._live()
+        try:
+            cur = await conn.execute(sql, params, prepare=False)  # the caller's own SQL
+            if cur.description is None:
+                return []
+            return await cur.fetchall()
+        except psycopg.Error as e:
+            raise self._engine._failure(e, "transaction execute") from e
+
+    async def _finish(self, statement: str) -> None:
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        try:
+            if not conn.closed:
+                await conn.execute(statement)
+        except psycopg.Error as e:
+            if statement == "COMMIT":
+                raise self._engine._failure(e, "commit") from e
+            log.debug("alkstore: rollback failed (the connection is gone): %s", e)
+        finally:
+            await self._pool.putconn(conn)
+
+    async def commit(self) -> None:
+        await self._finish("COMMIT")
+        for queue in self._queues:
+            self._engine._wake(queue)
+
+    async def rollback(self) -> None:
+        await self._finish("ROLLBACK")
+
+
+async def migrate_connection(conn: Conn, schema: str) -> int:
+    """Create or upgrade ``schema`` on ``conn`` under an advisory lock; the version reached.
+
+    The lock is taken first, inside the transaction, so concurrent migrators of
+    one schema (many workers starting at once) queue up instead of racing;
+    even ``CREATE SCHEMA IF NOT EXISTS`` can fail when two run at once.
+    """
+    q = {name: _format(_QUERIES[name], schema) for name in _QUERIES}
+    async with conn.transaction():
+        await conn.execute(q["migration_lock"], {"schema": schema})
+        await conn.execute(q["create_schema"])
+        await conn.execute(q["create_migrations"])
+        cur = await conn.execute(q["schema_version"])
+        row = await cur.fetchone()
+        version = 0 if row is None else int(row[0])
+        if version > SCHEMA_VERSION:
+            raise psycopg.errors.FeatureNotSupported(
+                f"schema {schema!r} is at version {version}, newer than this alkstore "
+                f"({SCHEMA_VERSION}); upgrade alkstore"
+            )
+        for number, name, statements in _MIGRATIONS:
+            if number <= version:
+                continue
+            for statement in statements:
+                await conn.execute(_format(statement, schema))
+            await conn.execute(q["record_migration"], {"version": number, "name": name})
+    return max(version, SCHEMA_VERSION)
+
+
+async def migrate(url: str, schema: str = "alkstore", **options: Any) -> int:
+    """Run the migrations of ``schema`` alone (``alkstore migrate``); the version reached.
+
+    >>> await migrate("postgresql://app@db/app", schema="jobs")
+    1
+    """
+    from alkstore.core.names import check_schema
+
+    engine = PostgresEngine.from_url(url, check_schema(schema), options)
+    try:
+        conn = await engine.connect(prepare=False)
+        try:
+            return await migrate_connection(conn, schema)
+        finally:
+            await conn.close()
+    except psycopg.Error as e:
+        raise EngineError(f"cannot migrate PostgreSQL schema {schema!r}: {e}") from e

@@ -1,0 +1,180 @@
+"""LISTEN on one dedicated connection per store, reconnecting by itself.
+
+One task owns the connection. It waits for notifications with psycopg's
+``notifies()`` in a child task; when the set of channels changes it cancels
+that child (safe: the connection is idle, the wait only reads the socket, and
+psycopg keeps notifications that arrive while no ``notifies()`` runs in a
+backlog it hands to the next one), issues the LISTEN/UNLISTEN, and resumes.
+
+PostgreSQL does not replay notifications: those sent while the connection is
+down are lost. So after every reconnect the listener re-issues its LISTENs and
+then hands the sink an empty batch, the *gap*, and wake-driven consumers
+re-poll at once. While idle it pings every ``ping_s`` so a silently dead
+connection is noticed too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+
+import psycopg
+from psycopg import sql
+
+from alkstore.engine import NoteSink
+
+__all__ = ["Listener"]
+
+log = logging.getLogger("alkstore.postgres")
+
+Connect = Callable[[], Awaitable[psycopg.AsyncConnection[tuple[object, ...]]]]
+
+_RETRY_FIRST_S = 0.05
+_RETRY_MAX_S = 2.0
+
+
+def _statement(verb: str, channels: Iterable[str]) -> sql.Composed:
+    """``LISTEN "a"; LISTEN "b"``: channel names as quoted identifiers, never text."""
+    return sql.SQL("; ").join(sql.SQL(verb + " {}").format(sql.Identifier(ch)) for ch in channels)
+
+
+class Listener:
+    """Delivers notifications of the wanted channels to a sink, across reconnects."""
+
+    def __init__(self, connect: Connect, sink: NoteSink, *, ping_s: float = 30.0) -> None:
+        self._connect = connect
+        self._sink = sink
+        self._ping_s = ping_s
+        self._wanted: set[str] = set()
+        self._active: set[str] = set()
+        self._changed = asyncio.Event()
+        self._waiters: list[asyncio.Future[None]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._notes: list[tuple[str, str]] = []
+        self._flush_scheduled = False
+        self.connected = asyncio.Event()
+        self.reconnects = 0
+
+    # -- the store's side ----------------------------------------------------------
+    async def listen(self, channels: Iterable[str]) -> None:
+        """LISTEN on ``channels``; returns once the server has them (or the try failed)."""
+        self._wanted.update(channels)
+        await self._sync()
+
+    async def unlisten(self, channels: Iterable[str]) -> None:
+        """Stop listening on ``channels``."""
+        self._wanted.difference_update(channels)
+        if self._task is not None:
+            await self._sync()
+
+    async def _sync(self) -> None:
+        if self._stopping:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        self._changed.set()
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name="alkstore-pg-listen"
+            )
+        await waiter
+
+    async def stop(self) -> None:
+        """Stop listening and close the connection; idempotent."""
+        self._stopping = True
+        self._release_waiters()
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _release_waiters(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    # -- the connection's side ---------------------------------------------------------
+    async def _run(self) -> None:
+        pause = _RETRY_FIRST_S
+        lost = False
+        while not self._stopping:
+            conn = None
+            try:
+                conn = await self._connect()
+                self._active = set()
+                await self._apply(conn)
+                self.connected.set()
+                if lost:
+                    self.reconnects += 1
+                    self._sink(())  # notes sent while we were away are gone: re-poll
+                lost = False
+                pause = _RETRY_FIRST_S
+                await self._serve(conn)
+            except (psycopg.Error, OSError) as e:
+                if self._stopping:
+                    return
+                log.warning("alkstore: LISTEN connection lost, reconnecting: %s", e)
+                self.connected.clear()
+                lost = True
+                self._release_waiters()  # nobody waits on a dead connection
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, _RETRY_MAX_S)
+            finally:
+                if conn is not None:
+                    await conn.close()
+
+    async def _apply(self, conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
+        """Bring the connection's LISTENs to the wanted set, then release the waiters."""
+        self._changed.clear()
+        waiters, self._waiters = self._waiters, []
+        wanted = set(self._wanted)
+        added, removed = sorted(wanted - self._active), sorted(self._active - wanted)
+        if added:
+            await conn.execute(_statement("LISTEN", added))
+        if removed:
+            await conn.execute(_statement("UNLISTEN", removed))
+        self._active = wanted
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def _serve(self, conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
+        """Read notifications until the connection fails (raises) or we are cancelled."""
+        while True:
+            if self._changed.is_set():
+                await self._apply(conn)
+            reader = asyncio.ensure_future(self._pump(conn))
+            changed = asyncio.ensure_future(self._changed.wait())
+            try:
+                done, _ = await asyncio.wait(
+                    {reader, changed}, timeout=self._ping_s, return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:
+                changed.cancel()
+                if not reader.done():
+                    reader.cancel()
+                    await asyncio.wait({reader})
+            if not reader.cancelled():
+                reader.result()  # the connection failed: raise its error
+                raise psycopg.OperationalError("the notification stream ended")
+            if not done:
+                await conn.execute("SELECT 1")  # idle for ping_s: is it still there?
+
+    async def _pump(self, conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
+        async for note in conn.notifies():
+            self._notes.append((note.channel, note.payload))
+            if not self._flush_scheduled:
+                self._flush_scheduled = True
+                asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Hand the notes gathered in this loop iteration to the sink as one batch."""
+        notes, self._notes = self._notes, []
+        self._flush_scheduled = False
+        if notes and not self._stopping:
+            self._sink(notes)

@@ -1,0 +1,124 @@
+"""The PostgreSQL engine's options: parsed from the URL query and ``connect()`` keywords.
+
+alkstore's own options are taken out of the URL before the rest goes to libpq;
+a URL query key that is neither alkstore's nor a libpq keyword, and any unknown
+``connect()`` keyword, raises :class:`InvalidArgumentError` naming it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from psycopg import pq
+
+from alkstore.errors import InvalidArgumentError
+
+__all__ = ["OPTION_NAMES", "PgSettings", "parse_settings"]
+
+WAKE_MODES = ("coalesce", "on", "off")
+_SWITCH = {"on": True, "off": False, "true": True, "false": False, "1": True, "0": False}
+
+# option name -> what it means (README "Configuration", docs/postgres.md)
+OPTION_NAMES = {
+    "pool_min": "connections the pool keeps open (default 1)",
+    "pool_max": "connections the pool may open (default 10)",
+    "pool_timeout_s": "how long an operation waits for a pool connection (default 30)",
+    "wake": "enqueue wakes: coalesce (default), on (one per enqueue, awaited) or off",
+    "wake_coalesce_ms": "at most one wake per queue per this many ms (default 2)",
+    "listen": "on (default) or off: poll-only mode, for PgBouncer transaction pooling",
+    "prepare": "on (default) or off: no server-side prepared statements (PgBouncer)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PgSettings:
+    """Everything the engine needs besides the schema."""
+
+    conninfo: str
+    pool_min: int = 1
+    pool_max: int = 10
+    pool_timeout_s: float = 30.0
+    wake: str = "coalesce"
+    wake_coalesce_s: float = 0.002
+    listen: bool = True
+    prepare: bool = True
+
+
+def _libpq_keywords() -> frozenset[str]:
+    return frozenset(opt.keyword.decode() for opt in pq.Conninfo.get_defaults())
+
+
+def _int(key: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool):
+        raise InvalidArgumentError(f"{key} must be an int, got {value!r}")
+    try:
+        number = value if isinstance(value, int) else int(str(value))
+    except ValueError:
+        raise InvalidArgumentError(f"{key} must be an int, got {value!r}") from None
+    if number < minimum:
+        raise InvalidArgumentError(f"{key} must be an int >= {minimum}, got {value!r}")
+    return number
+
+
+def _float(key: str, value: object, minimum: float) -> float:
+    try:
+        number = float(value)  # type: ignore[arg-type]  # validated by the except below
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"{key} must be a number, got {value!r}") from None
+    if isinstance(value, bool) or not number >= minimum or number == float("inf"):
+        raise InvalidArgumentError(f"{key} must be a finite number >= {minimum}, got {value!r}")
+    return number
+
+
+def _switch(key: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    found = _SWITCH.get(str(value).lower())
+    if found is None:
+        raise InvalidArgumentError(f"{key} must be on or off, got {value!r}")
+    return found
+
+
+def parse_settings(url: str, options: dict[str, Any]) -> PgSettings:
+    """Split ``url`` into libpq's conninfo and alkstore's options (keywords win)."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    ours: dict[str, Any] = {}
+    libpq: list[tuple[str, str]] = []
+    keywords = _libpq_keywords()
+    unknown = []
+    for key, value in query:
+        if key in OPTION_NAMES:
+            ours[key] = value
+        elif key in keywords:
+            libpq.append((key, value))
+        else:
+            unknown.append(key)
+    unknown += [key for key in options if key not in OPTION_NAMES]
+    if unknown:
+        raise InvalidArgumentError(
+            f"unknown PostgreSQL option(s) {sorted(set(unknown))}: alkstore's are "
+            f"{sorted(OPTION_NAMES)}, and the URL may carry libpq parameters"
+        )
+    ours.update(options)
+    conninfo = urlunsplit(parts._replace(query=urlencode(libpq)))
+
+    wake = str(ours.get("wake", "coalesce")).lower()
+    if wake not in WAKE_MODES:
+        raise InvalidArgumentError(f"wake must be one of {', '.join(WAKE_MODES)}, got {wake!r}")
+    pool_min = _int("pool_min", ours.get("pool_min", 1), 0)
+    pool_max = _int("pool_max", ours.get("pool_max", max(10, pool_min)), 1)
+    if pool_max < pool_min:
+        raise InvalidArgumentError(f"pool_max ({pool_max}) must be >= pool_min ({pool_min})")
+    return PgSettings(
+        conninfo=conninfo,
+        pool_min=pool_min,
+        pool_max=pool_max,
+        pool_timeout_s=_float("pool_timeout_s", ours.get("pool_timeout_s", 30.0), 0.001),
+        wake=wake,
+        wake_coalesce_s=_float("wake_coalesce_ms", ours.get("wake_coalesce_ms", 2.0), 0.0) / 1000,
+        listen=_switch("listen", ours.get("listen", "on")),
+        prepare=_switch("prepare", ours.get("prepare", "on")),
+    )

@@ -1,0 +1,289 @@
+-- Named queries of the PostgreSQL engine. {schema} is the store's schema as a
+-- quoted identifier, formatted once per engine; parameters are psycopg's
+-- %(name)s placeholders (sent separately, never pasted). Every time is now():
+-- the server's clock, read once per statement (each statement is its own
+-- transaction in autocommit, so now() is one reading for the whole statement).
+
+-- name: migration_lock
+-- Serialises concurrent migrators of one schema (held to the end of the
+-- transaction). Taken before CREATE SCHEMA IF NOT EXISTS, which is itself racy.
+SELECT pg_advisory_xact_lock(hashtextextended('alkstore.migrate:' || %(schema)s, 0));
+
+-- name: create_schema
+CREATE SCHEMA IF NOT EXISTS {schema};
+
+-- name: create_migrations
+-- The version table: one row per applied migration.
+CREATE TABLE IF NOT EXISTS {schema}.alk_migrations (
+    version    integer     PRIMARY KEY,
+    name       text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- name: schema_version
+SELECT COALESCE(max(version), 0) FROM {schema}.alk_migrations;
+
+-- name: record_migration
+INSERT INTO {schema}.alk_migrations (version, name) VALUES (%(version)s, %(name)s);
+
+-- name: insert_jobs
+-- One row per payload, in array order (nextval runs in the order unnest yields
+-- rows, so ids ascend with the payloads). The stamps are shared scalars;
+-- run_at and expires_at resolve against this statement's now().
+INSERT INTO {schema}.alk_jobs (queue, payload, priority, run_at, created_at, max_attempts,
+                               visibility_timeout_s, retry_base_s, expires_at)
+SELECT %(queue)s::text, p, %(priority)s::integer,
+       COALESCE(%(run_at)s::timestamptz, now() + make_interval(secs => %(delay)s::float8)),
+       now(), %(max_attempts)s::integer, %(visibility)s::float8, %(retry_base)s::float8,
+       now() + make_interval(secs => %(expires_in)s::float8)
+FROM unnest(%(payloads)s::bytea[]) AS p
+RETURNING id;
+
+-- name: claim
+-- The pre-claim exhausted sweep and the claim, one statement (one transaction):
+--   swept/buried: lapsed claims with no attempts left move to dead;
+--   pending/lapsed: the two claimable arms, each walking its own partial index
+--     in claim order and locking with SKIP LOCKED (a row another claimer holds
+--     is passed over, never waited for);
+--   chosen: the best :n of both arms.
+-- Every CTE is MATERIALIZED: the pick runs exactly once, so the UPDATE can
+-- never see a re-run subquery hand back more than :n rows (the known trap of
+-- `id IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)`). The arms are disjoint
+-- from the swept rows (attempts < max_attempts vs >=), so no row is touched twice.
+-- RETURNING order is not guaranteed: the engine sorts the rows in claim order.
+WITH swept AS (
+    DELETE FROM {schema}.alk_jobs
+    WHERE queue = %(queue)s AND state = 'processing' AND claim_expires_at < now()
+      AND attempts >= max_attempts
+    RETURNING *
+), buried AS (
+    INSERT INTO {schema}.alk_dead (id, queue, payload, priority, run_at, created_at, attempts,
+                                   max_attempts, visibility_timeout_s, retry_base_s, expires_at,
+                                   worker_id, claim_expires_at, last_error, died_at)
+    SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
+           visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+           'max attempts exceeded', now()
+    FROM swept
+), pending AS MATERIALIZED (
+    SELECT id, priority, run_at FROM {schema}.alk_jobs
+    WHERE queue = %(queue)s AND state = 'pending' AND run_at <= now()
+      AND (expires_at IS NULL OR expires_at > now())
+    ORDER BY priority DESC, run_at, id
+    LIMIT %(n)s
+    FOR UPDATE SKIP LOCKED
+), lapsed AS MATERIALIZED (
+    SELECT id, priority, run_at FROM {schema}.alk_jobs
+    WHERE queue = %(queue)s AND state = 'processing' AND claim_expires_at < now()
+      AND attempts < max_attempts AND (expires_at IS NULL OR expires_at > now())
+    ORDER BY priority DESC, run_at, id
+    LIMIT %(n)s
+    FOR UPDATE SKIP LOCKED
+), chosen AS MATERIALIZED (
+    SELECT id FROM (SELECT * FROM pending UNION ALL SELECT * FROM lapsed) AS arms
+    ORDER BY priority DESC, run_at, id
+    LIMIT %(n)s
+)
+UPDATE {schema}.alk_jobs AS j
+SET state = 'processing',
+    attempts = j.attempts + 1,
+    worker_id = %(worker)s,
+    claim_expires_at = now() + make_interval(secs => j.visibility_timeout_s)
+FROM chosen
+WHERE j.id = chosen.id
+RETURNING j.id, j.queue, j.payload, j.state, j.priority, j.run_at, j.created_at, j.attempts,
+          j.max_attempts, j.visibility_timeout_s, j.retry_base_s, j.expires_at, j.worker_id,
+          j.claim_expires_at, j.last_error, NULL::timestamptz;
+
+-- name: ack
+-- Fenced delete. The `fenced` CTE re-reads the row FOR UPDATE under the fencing
+-- predicate (this queue, processing, this claim's attempt count, deadline not
+-- passed): if another transaction holds the row (a racing reclaim), it waits,
+-- then re-checks the predicate on the row's newest version, so a stale handle
+-- sees 0 rows. The same shape fences retry, heartbeat and the dead-letter move.
+WITH fenced AS MATERIALIZED (
+    SELECT id FROM {schema}.alk_jobs
+    WHERE id = %(id)s AND queue = %(queue)s AND state = 'processing'
+      AND attempts = %(attempts)s AND claim_expires_at >= now()
+    FOR UPDATE
+)
+DELETE FROM {schema}.alk_jobs AS j USING fenced WHERE j.id = fenced.id;
+
+-- name: retry
+-- Fenced: back to pending at now() + :delay with the caller's error; claimant cleared.
+WITH fenced AS MATERIALIZED (
+    SELECT id FROM {schema}.alk_jobs
+    WHERE id = %(id)s AND queue = %(queue)s AND state = 'processing'
+      AND attempts = %(attempts)s AND claim_expires_at >= now()
+    FOR UPDATE
+)
+UPDATE {schema}.alk_jobs AS j
+SET state = 'pending', run_at = now() + make_interval(secs => %(delay)s::float8),
+    last_error = %(error)s::text, worker_id = NULL, claim_expires_at = NULL
+FROM fenced WHERE j.id = fenced.id;
+
+-- name: dead_letter
+-- Fenced move to dead in one statement, hence one transaction: the row is
+-- locked under the fencing predicate, deleted, and inserted into alk_dead; the
+-- three commit together or not at all (never in both tables, never in neither).
+WITH fenced AS MATERIALIZED (
+    SELECT id FROM {schema}.alk_jobs
+    WHERE id = %(id)s AND queue = %(queue)s AND state = 'processing'
+      AND attempts = %(attempts)s AND claim_expires_at >= now()
+    FOR UPDATE
+), moved AS (
+    DELETE FROM {schema}.alk_jobs AS j USING fenced WHERE j.id = fenced.id
+    RETURNING j.*
+)
+INSERT INTO {schema}.alk_dead (id, queue, payload, priority, run_at, created_at, attempts,
+                               max_attempts, visibility_timeout_s, retry_base_s, expires_at,
+                               worker_id, claim_expires_at, last_error, died_at)
+SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
+       visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+       %(error)s::text, now()
+FROM moved;
+
+-- name: heartbeat
+-- Fenced absolute reset of the claim deadline (not additive).
+WITH fenced AS MATERIALIZED (
+    SELECT id FROM {schema}.alk_jobs
+    WHERE id = %(id)s AND queue = %(queue)s AND state = 'processing'
+      AND attempts = %(attempts)s AND claim_expires_at >= now()
+    FOR UPDATE
+)
+UPDATE {schema}.alk_jobs AS j
+SET claim_expires_at = now() + make_interval(
+        secs => COALESCE(%(extend)s::float8, j.visibility_timeout_s))
+FROM fenced WHERE j.id = fenced.id;
+
+-- name: ack_batch
+-- Every listed row of this queue that is processing with an unexpired claim
+-- (driven by the primary key; the predicate is re-checked on each locked row).
+DELETE FROM {schema}.alk_jobs
+WHERE id = ANY(%(ids)s::bigint[]) AND queue = %(queue)s AND state = 'processing'
+  AND claim_expires_at >= now();
+
+-- name: cancel
+DELETE FROM {schema}.alk_jobs WHERE id = %(id)s AND queue = %(queue)s;
+
+-- name: get_job
+SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
+       visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+       last_error, NULL::timestamptz
+FROM {schema}.alk_jobs WHERE id = %(id)s AND queue = %(queue)s
+UNION ALL
+SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
+       visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+       last_error, died_at
+FROM {schema}.alk_dead WHERE id = %(id)s AND queue = %(queue)s;
+
+-- name: sweep
+-- sweep_expired in one statement (one transaction): every live row of the queue
+-- past its expiry, either state, moves to dead; then dead rows older than the
+-- retention are purged (:retention NULL keeps them forever). The purge sees the
+-- statement's snapshot, so rows moved by this very sweep are not purged by it.
+WITH expired AS (
+    DELETE FROM {schema}.alk_jobs
+    WHERE queue = %(queue)s AND expires_at IS NOT NULL AND expires_at <= now()
+    RETURNING *
+), moved AS (
+    INSERT INTO {schema}.alk_dead (id, queue, payload, priority, run_at, created_at, attempts,
+                                   max_attempts, visibility_timeout_s, retry_base_s, expires_at,
+                                   worker_id, claim_expires_at, last_error, died_at)
+    SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
+           visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+           'expired', now()
+    FROM expired
+    RETURNING 1
+), purged AS (
+    DELETE FROM {schema}.alk_dead
+    WHERE queue = %(queue)s AND %(retention)s::float8 IS NOT NULL
+      AND died_at < now() - make_interval(secs => %(retention)s::float8)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM purged);
+
+-- name: next_due
+-- Seconds until the earliest future moment something of this queue becomes
+-- claimable: a delayed row falls due, or a claim lapses. NULL if nothing is waiting.
+SELECT EXTRACT(EPOCH FROM (min(t) - now()))::float8 FROM (
+    (SELECT min(run_at) AS t FROM {schema}.alk_jobs
+     WHERE queue = %(queue)s AND state = 'pending' AND run_at > now())
+    UNION ALL
+    (SELECT min(claim_expires_at) FROM {schema}.alk_jobs
+     WHERE queue = %(queue)s AND state = 'processing' AND claim_expires_at >= now())
+) AS due;
+
+-- name: notify
+SELECT pg_notify(%(channel)s, %(payload)s);
+
+-- name: wake
+-- The coalesced wakes of many queues: one statement, one commit.
+SELECT pg_notify(c, '') FROM unnest(%(channels)s::text[]) AS c;
+
+-- Admin (alkstore/admin.py): reads and repairs beyond the queue contract.
+
+-- name: admin_list_jobs
+-- Live and dead rows of one queue (or one state) in id order, at most :limit.
+SELECT * FROM (
+    (SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
+            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+            last_error, NULL::timestamptz AS died_at
+     FROM {schema}.alk_jobs
+     WHERE queue = %(queue)s AND (%(state)s::text IS NULL OR state = %(state)s::text)
+     ORDER BY id LIMIT %(limit)s)
+    UNION ALL
+    (SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
+            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+            last_error, died_at
+     FROM {schema}.alk_dead
+     WHERE queue = %(queue)s AND (%(state)s::text IS NULL OR %(state)s::text = 'dead')
+     ORDER BY id LIMIT %(limit)s)
+) AS rows
+ORDER BY id LIMIT %(limit)s;
+
+-- name: admin_find_job
+-- One row by id in any queue, live or dead (ids are unique across both tables).
+SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
+       visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+       last_error, NULL::timestamptz
+FROM {schema}.alk_jobs WHERE id = %(id)s
+UNION ALL
+SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
+       visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+       last_error, died_at
+FROM {schema}.alk_dead WHERE id = %(id)s;
+
+-- name: admin_requeue
+-- One statement (one transaction): the dead row back to live pending, due now,
+-- attempts 0, a past expiry cleared; it keeps its id, payload, stamps and
+-- last_error (OVERRIDING SYSTEM VALUE: the id is the dead row's, not a new one).
+WITH revived AS (
+    DELETE FROM {schema}.alk_dead WHERE id = %(id)s RETURNING *
+)
+INSERT INTO {schema}.alk_jobs (id, queue, payload, state, priority, run_at, created_at,
+                               attempts, max_attempts, visibility_timeout_s, retry_base_s,
+                               expires_at, worker_id, claim_expires_at, last_error)
+OVERRIDING SYSTEM VALUE
+SELECT id, queue, payload, 'pending', priority, now(), created_at, 0, max_attempts,
+       visibility_timeout_s, retry_base_s,
+       CASE WHEN expires_at > now() THEN expires_at END, NULL, NULL, last_error
+FROM revived
+RETURNING queue;
+
+-- name: admin_stats
+-- Per queue: due pending, delayed pending, processing, dead, and the age in
+-- seconds of the oldest due pending row (NULL when none is due).
+SELECT queue, sum(pending)::bigint, sum(delayed)::bigint, sum(processing)::bigint,
+       sum(dead)::bigint, EXTRACT(EPOCH FROM (now() - min(oldest)))::float8
+FROM (
+    SELECT queue,
+           count(*) FILTER (WHERE state = 'pending' AND run_at <= now()) AS pending,
+           count(*) FILTER (WHERE state = 'pending' AND run_at > now()) AS delayed,
+           count(*) FILTER (WHERE state = 'processing') AS processing,
+           0 AS dead,
+           min(run_at) FILTER (WHERE state = 'pending' AND run_at <= now()) AS oldest
+    FROM {schema}.alk_jobs GROUP BY queue
+    UNION ALL
+    SELECT queue, 0, 0, 0, count(*), NULL FROM {schema}.alk_dead GROUP BY queue
+) AS counts
+GROUP BY queue ORDER BY queue;
