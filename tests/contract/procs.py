@@ -1,0 +1,74 @@
+"""Worker processes for the multi-process contract tests (run as a script, never imported).
+
+    python procs.py drain    URL SCHEMA QUEUE WORKER   claim+ack until empty; print JSON [[id, attempts], ...]
+    python procs.py produce  URL SCHEMA QUEUE PAYLOAD  enqueue one job; print its id
+    python procs.py consume  URL SCHEMA QUEUE N POLL   queue.jobs(...) until N jobs; print each payload
+
+``drain`` prints ``ready`` once connected and waits for a line on stdin before it
+starts, so every worker begins at the same moment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import sys
+
+import alkstore
+
+
+async def drain(url: str, schema: str, queue: str, worker: str) -> None:
+    claimed: list[list[int]] = []
+    async with await alkstore.connect(url, schema=schema) as store:
+        q = store.queue(queue)
+        print("ready", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        rng = random.Random(worker)
+        empty = 0
+        while empty < 3:  # "empty" three times in a row: the backlog is drained
+            n = rng.choice([1, 1, 2, 5])
+            handles = await q.claim_batch(worker, n)
+            if not handles:
+                empty += 1
+                await asyncio.sleep(0.01)
+                continue
+            empty = 0
+            for h in handles:
+                claimed.append([h.job.id, h.job.attempts])
+                if not await h.ack():
+                    raise SystemExit(f"ack refused for job {h.job.id}")
+    print(json.dumps(claimed), flush=True)
+
+
+async def produce(url: str, schema: str, queue: str, payload: str) -> None:
+    async with await alkstore.connect(url, schema=schema) as store:
+        print(await store.queue(queue).enqueue(payload), flush=True)
+
+
+async def consume(url: str, schema: str, queue: str, n: int, poll: float) -> None:
+    async with await alkstore.connect(url, schema=schema) as store:
+        q = store.queue(queue)
+        got = 0
+        async for handle in q.jobs("consumer", poll_interval_s=poll):
+            await handle.ack()
+            print(handle.job.payload.decode(), flush=True)
+            got += 1
+            if got >= n:
+                break
+
+
+def main(argv: list[str]) -> None:
+    command, url, schema, queue, *rest = argv
+    if command == "drain":
+        asyncio.run(drain(url, schema, queue, rest[0]))
+    elif command == "produce":
+        asyncio.run(produce(url, schema, queue, rest[0]))
+    elif command == "consume":
+        asyncio.run(consume(url, schema, queue, int(rest[0]), float(rest[1])))
+    else:
+        raise SystemExit(f"unknown command {command!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
