@@ -15,12 +15,12 @@ later claim).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from alkstore.core.job import Row
 from alkstore.core.options import Stamps
 
-__all__ = ["Engine", "EngineTransaction", "NoteSink"]
+__all__ = ["Engine", "EngineTransaction", "NoteSink", "SupportsOutbox"]
 
 # Called by an engine's listener, on the store's event loop, with each batch of
 # (channel, payload) notes; an empty batch means "a gap: notes may have been
@@ -45,6 +45,21 @@ class EngineTransaction(Protocol):
 
     async def rollback(self) -> None:
         """Roll back; nothing is left behind and no wake is sent."""
+
+
+@runtime_checkable
+class SupportsOutbox(Protocol):
+    """A capability: enqueue inside a transaction the caller holds on their own connection."""
+
+    async def enqueue_on(
+        self, conn: Any, queue: str, payloads: Sequence[bytes], stamps: Stamps
+    ) -> list[int]:
+        """Insert rows on the caller's async connection, in their transaction; no wake."""
+
+    def enqueue_on_sync(
+        self, conn: Any, queue: str, payloads: Sequence[bytes], stamps: Stamps
+    ) -> list[int]:
+        """The same on the caller's blocking connection, in the caller's thread."""
 
 
 class Engine(Protocol):

@@ -21,7 +21,7 @@ from alkstore.core.options import (
     resolve,
 )
 from alkstore.core.payload import encode_notify_payload, encode_payload
-from alkstore.engine import Engine, EngineTransaction
+from alkstore.engine import Engine, EngineTransaction, SupportsOutbox
 from alkstore.errors import (
     HandleConsumedError,
     InvalidArgumentError,
@@ -133,6 +133,12 @@ class Store:
         check_name(channel, "channel")
         await engine.notify(channel, encode_notify_payload(payload))
 
+    async def wake(self, queue: str) -> None:
+        """Wake ``queue``'s consumers now: call it after committing jobs added with
+        :meth:`Queue.enqueue_on` (e.g. from an after-commit hook)."""
+        engine = self._check()
+        await engine.notify(check_name(queue), "")
+
     def listen(self, *channels: str) -> Subscription:
         """``async with store.listen("a", "b") as sub: async for note in sub: ...``."""
         self._check()
@@ -209,6 +215,40 @@ class Queue:
         if not data:
             return []
         return await engine.enqueue(self.name, data, stamps)
+
+    def _outbox(
+        self, payloads: Iterable[object], opts: EnqueueOpts | None
+    ) -> tuple[SupportsOutbox, list[bytes], Stamps]:
+        engine = self._store._check()
+        if not isinstance(engine, SupportsOutbox):
+            raise InvalidArgumentError(
+                f"enqueue_on needs the PostgreSQL engine; this store is {engine.name}"
+            )
+        return engine, _encode_many(payloads), self._resolve(opts)
+
+    async def enqueue_on(self, conn: Any, payload: object, opts: EnqueueOpts | None = None) -> int:
+        """Insert one job inside the transaction *your* ``psycopg.AsyncConnection`` holds.
+
+        The transactional outbox: the job commits or rolls back with your own
+        writes. Nothing is committed here and no wake is sent; after your commit,
+        ``await store.wake(queue.name)``, or let the consumers' re-poll find it.
+
+        >>> async with conn.transaction():
+        ...     await conn.execute("INSERT INTO orders (id) VALUES (%s)", [42])
+        ...     await emails.enqueue_on(conn, {"order": 42})
+        >>> await store.wake("emails")
+        """
+        engine, data, stamps = self._outbox((payload,), opts)
+        return (await engine.enqueue_on(conn, self.name, data, stamps))[0]
+
+    async def enqueue_many_on(
+        self, conn: Any, payloads: Iterable[object], opts: EnqueueOpts | None = None
+    ) -> list[int]:
+        """Insert many jobs inside your own connection's transaction (see :meth:`enqueue_on`)."""
+        engine, data, stamps = self._outbox(payloads, opts)
+        if not data:
+            return []
+        return await engine.enqueue_on(conn, self.name, data, stamps)
 
     async def claim_one(self, worker_id: str) -> JobHandle | None:
         """Claim the next job, or ``None`` if nothing is claimable."""

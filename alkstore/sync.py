@@ -125,6 +125,10 @@ class Store:
     def notify(self, channel: str, payload: str = "") -> None:
         self._runner.run(self._async.notify(channel, payload))
 
+    def wake(self, queue: str) -> None:
+        """Wake ``queue``'s consumers (after committing jobs added with ``enqueue_on``)."""
+        self._runner.run(self._async.wake(queue))
+
     def listen(self, *channels: str) -> Subscription:
         return Subscription(self._async.listen(*channels), self._runner)
 
@@ -166,6 +170,24 @@ class Queue:
         self, payloads: Iterable[object], opts: EnqueueOpts | None = None
     ) -> list[int]:
         return self._runner.run(self._async.enqueue_many(payloads, opts))
+
+    def enqueue_on(self, conn: Any, payload: object, opts: EnqueueOpts | None = None) -> int:
+        """Insert one job inside the transaction your blocking ``psycopg.Connection`` holds.
+
+        Runs in your thread, on your connection; you commit, then ``store.wake(name)``
+        (Django: ``transaction.on_commit(lambda: store.wake("emails"))``).
+        """
+        engine, data, stamps = self._async._outbox((payload,), opts)
+        return engine.enqueue_on_sync(conn, self.name, data, stamps)[0]
+
+    def enqueue_many_on(
+        self, conn: Any, payloads: Iterable[object], opts: EnqueueOpts | None = None
+    ) -> list[int]:
+        """Insert many jobs inside your own connection's transaction."""
+        engine, data, stamps = self._async._outbox(payloads, opts)
+        if not data:
+            return []
+        return engine.enqueue_on_sync(conn, self.name, data, stamps)
 
     def claim_one(self, worker_id: str) -> JobHandle | None:
         handle = self._runner.run(self._async.claim_one(worker_id))

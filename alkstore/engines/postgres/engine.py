@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
-from psycopg.rows import TupleRow
+from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from alkstore.core.job import Row
@@ -29,7 +29,7 @@ from alkstore.engines.postgres.listener import Listener
 from alkstore.engines.postgres.settings import PgSettings, parse_settings
 from alkstore.engines.postgres.waker import Waker
 from alkstore.engines.queries import load_migrations, load_queries
-from alkstore.errors import EngineError, StoreClosedError
+from alkstore.errors import EngineError, InvalidArgumentError, StoreClosedError
 
 __all__ = ["SCHEMA_VERSION", "PostgresEngine", "PostgresTransaction", "migrate"]
 
@@ -239,12 +239,42 @@ class PostgresEngine:
         if waker is not None and self.settings.wake != "off":
             waker.wake(queue)
 
-    def outbox_insert(
-        self, queue: str, payloads: Sequence[bytes], stamps: Stamps
-    ) -> tuple[bytes, dict[str, Any]]:
-        """The enqueue statement, to run on the caller's own connection (no wake)."""
+    # -- the transactional outbox: the caller's own connection and transaction ---------
+    async def enqueue_on(
+        self, conn: Any, queue: str, payloads: Sequence[bytes], stamps: Stamps
+    ) -> list[int]:
+        """Insert on the caller's ``psycopg.AsyncConnection``; they commit; no wake."""
         self._check()
-        return self.q["insert_jobs"], _insert_params(queue, payloads, stamps)
+        if not isinstance(conn, psycopg.AsyncConnection):
+            raise InvalidArgumentError(
+                f"enqueue_on needs a psycopg.AsyncConnection, got {type(conn).__name__} "
+                "(a blocking psycopg.Connection goes to alkstore.sync's enqueue_on)"
+            )
+        try:
+            # Our own cursor class: server-side binding and tuple rows, whatever
+            # cursor_factory or row_factory the caller's connection was given.
+            async with psycopg.AsyncCursor(conn, row_factory=tuple_row) as cur:
+                await cur.execute(self.q["insert_jobs"], _insert_params(queue, payloads, stamps))
+                return _ids(await cur.fetchall())
+        except psycopg.Error as e:
+            raise EngineError(f"PostgreSQL error in enqueue_on: {e}") from e
+
+    def enqueue_on_sync(
+        self, conn: Any, queue: str, payloads: Sequence[bytes], stamps: Stamps
+    ) -> list[int]:
+        """Insert on the caller's blocking ``psycopg.Connection``; they commit; no wake."""
+        self._check()
+        if not isinstance(conn, psycopg.Connection):
+            raise InvalidArgumentError(
+                f"enqueue_on needs a psycopg.Connection, got {type(conn).__name__} "
+                "(an AsyncConnection goes to the async Queue.enqueue_on)"
+            )
+        try:
+            with psycopg.Cursor(conn, row_factory=tuple_row) as cur:
+                cur.execute(self.q["insert_jobs"], _insert_params(queue, payloads, stamps))
+                return _ids(cur.fetchall())
+        except psycopg.Error as e:
+            raise EngineError(f"PostgreSQL error in enqueue_on: {e}") from e
 
     # -- claim and handle operations ---------------------------------------------------
     async def claim(self, queue: str, worker_id: str, n: int) -> list[Row]:
