@@ -1,0 +1,478 @@
+"""The ``alkstore`` commands.
+
+The store comes from ``--url`` (on the group or the command), else
+``$ALKSTORE_URL``, else ``sqlite:///alkstore.db``; the PostgreSQL schema from
+``--schema``, else ``$ALKSTORE_SCHEMA``, else ``alkstore``. Bad input and an
+unreachable store print one ``Error: …`` line and exit non-zero (2 for bad
+input, 1 otherwise); ``ALKSTORE_DEBUG=1`` shows tracebacks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+import click
+
+from alkstore.admin import JOB_STATES
+from alkstore.app import App
+from alkstore.cli import render
+from alkstore.connect import connect
+from alkstore.core.options import EnqueueOpts
+from alkstore.errors import AlkstoreError, InvalidArgumentError, InvalidNameError, PayloadError
+from alkstore.store import Store
+
+__all__ = ["cli", "main"]
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class BadInput(click.ClickException):
+    """Bad input on the command line: one line, exit 2."""
+
+    exit_code = 2
+
+
+class Failed(click.ClickException):
+    """The command could not do its job (no such job, store unreachable): one line, exit 1."""
+
+    exit_code = 1
+
+
+def _debug() -> bool:
+    return os.environ.get("ALKSTORE_DEBUG", "") not in ("", "0")
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error) or type(error).__name__
+    return " ".join(text.split())
+
+
+def _store_options(fn: F) -> F:
+    """``--url`` and ``--schema`` on a command (overriding the group's)."""
+    fn = click.option("--schema", default=None, help="PostgreSQL schema [ALKSTORE_SCHEMA].")(fn)
+    fn = click.option("--url", default=None, help="Store URL [ALKSTORE_URL].")(fn)
+    return fn
+
+
+def _target(ctx: click.Context, url: str | None, schema: str | None) -> tuple[str | None, str]:
+    group = ctx.find_root().obj or {}
+    url = url or group.get("url")
+    schema = schema or group.get("schema") or os.environ.get("ALKSTORE_SCHEMA") or "alkstore"
+    return url, schema
+
+
+def _run(coro: Awaitable[T]) -> T:
+    """Run the command's coroutine; translate errors to one line."""
+
+    async def wrapped() -> T:
+        return await coro
+
+    try:
+        return asyncio.run(wrapped())
+    except click.ClickException:
+        raise
+    except (InvalidNameError, InvalidArgumentError, PayloadError) as e:
+        if _debug():
+            raise
+        raise BadInput(_one_line(e)) from None
+    except AlkstoreError as e:
+        if _debug():
+            raise
+        cause = e.__cause__
+        detail = f" ({_one_line(cause)})" if cause is not None and str(cause) not in str(e) else ""
+        raise Failed(_one_line(e) + detail) from None
+    except (OSError, ValueError) as e:
+        if _debug():
+            raise
+        raise Failed(_one_line(e)) from None
+
+
+async def _open(ctx: click.Context, url: str | None, schema: str | None) -> Store:
+    url, schema = _target(ctx, url, schema)
+    return await connect(url, schema=schema)
+
+
+def _job_id(text: str) -> int:
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise BadInput(f"invalid job id {text!r}: expected a positive integer") from None
+    if not 1 <= value <= 2**63 - 1:
+        raise BadInput(f"invalid job id {text!r}: expected a positive integer")
+    return value
+
+
+def _out() -> Any:
+    return render.console()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--url", default=None, help="Store URL [ALKSTORE_URL, else sqlite:///alkstore.db].")
+@click.option("--schema", default=None, help="PostgreSQL schema [ALKSTORE_SCHEMA, else alkstore].")
+@click.version_option(package_name="alkstore")
+@click.pass_context
+def cli(ctx: click.Context, url: str | None, schema: str | None) -> None:
+    """alkstore: a durable job queue on SQLite or PostgreSQL."""
+    ctx.obj = {"url": url, "schema": schema}
+
+
+@cli.command()
+@_store_options
+@click.pass_context
+def migrate(ctx: click.Context, url: str | None, schema: str | None) -> None:
+    """Create or upgrade the store's tables (connecting does it too; this is explicit)."""
+
+    async def go() -> str:
+        async with await _open(ctx, url, schema) as store:
+            return store.url
+
+    where = _run(go())
+    _out().print(f"store {where} is up to date")
+
+
+@cli.command()
+@click.argument("queue")
+@click.argument("payload")
+@click.option("--priority", type=int, default=None, help="Higher runs first.")
+@click.option("--delay", type=float, default=None, help="Seconds before it is claimable.")
+@click.option("--run-at", default=None, help="ISO 8601 time with a zone, e.g. 2030-01-01T09:00Z.")
+@click.option("--expires-in", type=float, default=None, help="Seconds until it expires.")
+@click.option("--max-attempts", type=int, default=None, help="Attempt budget of this job.")
+@_store_options
+@click.pass_context
+def enqueue(
+    ctx: click.Context,
+    queue: str,
+    payload: str,
+    priority: int | None,
+    delay: float | None,
+    run_at: str | None,
+    expires_in: float | None,
+    max_attempts: int | None,
+    url: str | None,
+    schema: str | None,
+) -> None:
+    """Enqueue PAYLOAD (text, stored verbatim as UTF-8; '-' reads stdin) on QUEUE; prints the id.
+
+    A task's job is JSON: '{"task": "myapp.send_email", "args": {"to": "a@b.c"}}'.
+    """
+    if payload == "-":
+        payload = sys.stdin.read()
+    when: datetime | None = None
+    if run_at is not None:
+        try:
+            when = datetime.fromisoformat(run_at.replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            raise BadInput(
+                f"invalid --run-at {run_at!r}: use ISO 8601, e.g. 2030-01-01T09:00Z"
+            ) from None
+
+    async def go() -> int:
+        opts = EnqueueOpts(
+            priority=priority,
+            delay_s=delay,
+            run_at=when,
+            expires_in_s=expires_in,
+            max_attempts=max_attempts,
+        )
+        async with await _open(ctx, url, schema) as store:
+            return await store.queue(queue).enqueue(payload, opts)
+
+    click.echo(_run(go()))
+
+
+def load_app(spec: str) -> App:
+    """``module:attribute`` (or ``module``, attribute ``app``) naming an :class:`App`."""
+    module_name, _, attr = spec.partition(":")
+    attr = attr or "app"
+    if not module_name:
+        raise BadInput(f"invalid app {spec!r}: use module:attribute, e.g. myapp:app")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise BadInput(f"cannot import app module {module_name!r}: {_one_line(e)}") from None
+    app = getattr(module, attr, None)
+    if not isinstance(app, App):
+        found = "nothing" if app is None else type(app).__name__
+        raise BadInput(f"{spec!r} is not an alkstore.App (found {found})")
+    return app
+
+
+@cli.command()
+@click.argument("app_spec", metavar="MODULE:APP")
+@click.option("--queue", "-q", "queues", multiple=True, help="Queue to work (repeatable).")
+@click.option("--concurrency", "-c", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="Seconds running jobs get to finish after SIGTERM/SIGINT.",
+)
+@click.option(
+    "--poll-interval",
+    type=click.FloatRange(min=0.001),
+    default=1.0,
+    show_default=True,
+    help="Re-poll interval covering a lost wake.",
+)
+@click.option(
+    "--sweep-interval",
+    type=click.FloatRange(min=0.001),
+    default=60.0,
+    show_default=True,
+    help="Seconds between sweeps of expired jobs.",
+)
+@click.option("--worker-id", default=None, help="Claimant name [host:pid:random].")
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+)
+@_store_options
+@click.pass_context
+def worker(
+    ctx: click.Context,
+    app_spec: str,
+    queues: tuple[str, ...],
+    concurrency: int,
+    grace: float,
+    poll_interval: float,
+    sweep_interval: float,
+    worker_id: str | None,
+    log_level: str,
+    url: str | None,
+    schema: str | None,
+) -> None:
+    """Run MODULE:APP's tasks until SIGTERM/SIGINT (a second signal stops at once)."""
+    logging.basicConfig(
+        level=log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    app = load_app(app_spec)
+    group = ctx.find_root().obj or {}
+    url = url or group.get("url")
+    schema = schema or group.get("schema") or os.environ.get("ALKSTORE_SCHEMA")
+    if url is not None:  # else the app's own URL, else $ALKSTORE_URL, else the default
+        app.url = url
+    if schema is not None:
+        app.schema = schema
+    unknown = [q for q in queues if q not in app.queues]
+    if unknown:
+        logging.getLogger("alkstore.worker").warning(
+            "queue(s) %s have no task in %s; their jobs will be dead-lettered as unknown",
+            ", ".join(unknown),
+            app_spec,
+        )
+
+    async def go() -> int:
+        try:
+            return await app.worker(
+                list(queues) or None,
+                concurrency=concurrency,
+                grace_s=grace,
+                poll_interval_s=poll_interval,
+                sweep_interval_s=sweep_interval,
+                worker_id=worker_id,
+            ).run()
+        finally:
+            await app.close()
+
+    code = _run(go())
+    if code:
+        # a forced stop: don't wait at exit for sync handlers still running in threads
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+@cli.group()
+def jobs() -> None:
+    """List, show, cancel and requeue jobs."""
+
+
+@jobs.command("list")
+@click.argument("queue")
+@click.option("--state", type=click.Choice(JOB_STATES), default=None)
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@_store_options
+@click.pass_context
+def jobs_list(
+    ctx: click.Context,
+    queue: str,
+    state: str | None,
+    limit: int,
+    url: str | None,
+    schema: str | None,
+) -> None:
+    """Jobs of QUEUE (live and dead), oldest first."""
+
+    async def go() -> Any:
+        async with await _open(ctx, url, schema) as store:
+            return await store.admin().list_jobs(queue, state, limit)
+
+    found = _run(go())
+    title = f"queue {queue}" + (f", {state}" if state else "") + f": {len(found)} job(s)"
+    _out().print(render.job_table(found, title))
+
+
+@jobs.command("show")
+@click.argument("job_id", metavar="ID")
+@_store_options
+@click.pass_context
+def jobs_show(ctx: click.Context, job_id: str, url: str | None, schema: str | None) -> None:
+    """Every field of job ID, live or dead."""
+    ident = _job_id(job_id)
+
+    async def go() -> Any:
+        async with await _open(ctx, url, schema) as store:
+            return await store.admin().find_job(ident)
+
+    job = _run(go())
+    if job is None:
+        raise Failed(f"no job {ident}")
+    _out().print(render.job_detail(job))
+
+
+@jobs.command("cancel")
+@click.argument("job_id", metavar="ID")
+@_store_options
+@click.pass_context
+def jobs_cancel(ctx: click.Context, job_id: str, url: str | None, schema: str | None) -> None:
+    """Delete live job ID (pending or processing; a running handler is not interrupted)."""
+    ident = _job_id(job_id)
+
+    async def go() -> str:
+        async with await _open(ctx, url, schema) as store:
+            job = await store.admin().find_job(ident)
+            if job is None:
+                raise Failed(f"no job {ident}")
+            if job.state == "dead":
+                raise Failed(f"job {ident} is dead, not live: nothing to cancel")
+            if not await store.queue(job.queue).cancel(ident):
+                raise Failed(f"job {ident} finished before it could be cancelled")
+            return job.queue
+
+    queue = _run(go())
+    _out().print(f"cancelled job {ident} (queue {queue})")
+
+
+@jobs.command("requeue")
+@click.argument("job_id", metavar="ID")
+@_store_options
+@click.pass_context
+def jobs_requeue(ctx: click.Context, job_id: str, url: str | None, schema: str | None) -> None:
+    """Move dead job ID back to pending, claimable now, with a fresh attempt budget."""
+    ident = _job_id(job_id)
+
+    async def go() -> Any:
+        async with await _open(ctx, url, schema) as store:
+            admin = store.admin()
+            if not await admin.requeue(ident):
+                job = await admin.find_job(ident)
+                if job is None:
+                    raise Failed(f"no job {ident}")
+                raise Failed(f"job {ident} is {job.state}, not dead: nothing to requeue")
+            return await admin.find_job(ident)
+
+    job = _run(go())
+    where = f"queue {job.queue}, " if job is not None else ""
+    budget = f"attempts 0/{job.max_attempts}" if job is not None else "attempts 0"
+    _out().print(f"requeued job {ident} ({where}pending, {budget})")
+
+
+@cli.command()
+@_store_options
+@click.pass_context
+def stats(ctx: click.Context, url: str | None, schema: str | None) -> None:
+    """Per queue: pending, delayed, processing, dead, and the oldest pending job's age."""
+
+    async def go() -> Any:
+        async with await _open(ctx, url, schema) as store:
+            return await store.admin().stats()
+
+    found = _run(go())
+    out = _out()
+    if not found:
+        out.print("no jobs in the store")
+        return
+    out.print(render.stats_table(found))
+
+
+@cli.command()
+@click.option("--queue", "-q", "queues", multiple=True, help="Queue to sweep [every queue].")
+@click.option(
+    "--retention",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Also purge dead jobs older than this many seconds.",
+)
+@_store_options
+@click.pass_context
+def sweep(
+    ctx: click.Context,
+    queues: tuple[str, ...],
+    retention: float | None,
+    url: str | None,
+    schema: str | None,
+) -> None:
+    """Dead-letter expired jobs (and purge old dead ones with --retention)."""
+    from alkstore.core.options import QueueOpts
+
+    async def go() -> list[tuple[str, int, int]]:
+        async with await _open(ctx, url, schema) as store:
+            names = list(queues) or [s.queue for s in await store.admin().stats()]
+            opts = QueueOpts(dead_letter_retention_s=retention)
+            done = []
+            for name in names:
+                result = await store.queue(name, opts).sweep_expired()
+                done.append((name, result.expired, result.purged))
+            return done
+
+    done = _run(go())
+    out = _out()
+    if not done:
+        out.print("no queues to sweep")
+    for name, expired, purged in done:
+        out.print(f"{name}: {expired} expired, {purged} purged")
+
+
+@cli.command()
+@click.option(
+    "--jobs",
+    "count",
+    type=click.IntRange(10, 1_000_000),
+    default=3000,
+    show_default=True,
+    help="No-op jobs the producer enqueues.",
+)
+@click.option("--workers", type=click.IntRange(1, 32), default=3, show_default=True)
+@click.option("--concurrency", type=click.IntRange(1, 256), default=16, show_default=True)
+@click.option("--keep", is_flag=True, help="Keep the demo database afterwards.")
+def demo(count: int, workers: int, concurrency: int, keep: bool) -> None:
+    """A producer and a few workers, in separate processes, on a fresh SQLite file."""
+    from alkstore.cli.demo import run_demo
+
+    code = run_demo(count=count, workers=workers, concurrency=concurrency, keep=keep)
+    sys.exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The console entry point."""
+    try:
+        cli.main(args=argv, prog_name="alkstore", standalone_mode=True)
+    except KeyboardInterrupt:  # pragma: no cover - interactive
+        sys.exit(130)

@@ -1,0 +1,138 @@
+"""Rich renderings of jobs and queue counts for the command line."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from rich.console import Console
+from rich.table import Table
+
+from alkstore.admin import QueueStats
+from alkstore.core.job import Job
+
+__all__ = ["describe_payload", "job_detail", "job_table", "stats_table", "when"]
+
+_STATE_STYLE = {"pending": "cyan", "processing": "yellow", "dead": "red"}
+
+
+def when(moment: datetime | None, now: datetime | None = None) -> str:
+    """``2026-12-02 16:30:01Z (3s ago)``."""
+    if moment is None:
+        return "-"
+    now = now or datetime.now(UTC)
+    delta = (moment - now).total_seconds()
+    rel = f"in {age(delta)}" if delta > 0.5 else f"{age(-delta)} ago" if delta < -0.5 else "now"
+    return f"{moment:%Y-%m-%d %H:%M:%S}Z ({rel})"
+
+
+def age(seconds: float | None) -> str:
+    """``850ms``, ``12s``, ``3m05s``, ``2h10m``."""
+    if seconds is None:
+        return "-"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+    return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
+
+
+def describe_payload(job: Job, width: int = 60) -> str:
+    """A task call as ``task(args)``, else the payload text, cut to ``width``."""
+    text: str
+    try:
+        data = json.loads(job.payload)
+    except (ValueError, UnicodeDecodeError):
+        data = None
+    if isinstance(data, dict) and type(data.get("task")) is str:
+        args = data.get("args") or {}
+        inner = ", ".join(f"{k}={json.dumps(v)}" for k, v in args.items())
+        text = f"{data['task']}({inner})"
+    else:
+        try:
+            text = job.payload.decode()
+        except UnicodeDecodeError:
+            text = repr(job.payload)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _state(job: Job) -> str:
+    return f"[{_STATE_STYLE.get(job.state, '')}]{job.state}[/]"
+
+
+def job_table(jobs: list[Job], title: str) -> Table:
+    """One row per job."""
+    table = Table(title=title, title_justify="left")
+    for column in ("id", "state", "call / payload", "attempts", "priority", "run at", "error"):
+        table.add_column(column, no_wrap=column in ("id", "state", "attempts"))
+    now = datetime.now(UTC)
+    for job in jobs:
+        error = (job.last_error or "").splitlines()[0] if job.last_error else ""
+        table.add_row(
+            str(job.id),
+            _state(job),
+            describe_payload(job),
+            f"{job.attempts}/{job.max_attempts}",
+            str(job.priority),
+            when(job.run_at, now),
+            error[:60],
+        )
+    return table
+
+
+def job_detail(job: Job) -> Table:
+    """Every field of one job."""
+    table = Table(show_header=False, title=f"job {job.id}", title_justify="left")
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    now = datetime.now(UTC)
+    try:
+        payload = json.dumps(job.json(), indent=2, ensure_ascii=False)
+    except (ValueError, UnicodeDecodeError):
+        payload = repr(job.payload)
+    rows = [
+        ("id", str(job.id)),
+        ("queue", job.queue),
+        ("state", _state(job)),
+        ("call", describe_payload(job, 200)),
+        ("payload", payload),
+        ("attempts", f"{job.attempts}/{job.max_attempts}"),
+        ("priority", str(job.priority)),
+        ("created at", when(job.created_at, now)),
+        ("run at", when(job.run_at, now)),
+        ("expires at", when(job.expires_at, now)),
+        ("visibility timeout", f"{job.visibility_timeout_s:g}s"),
+        ("retry base", f"{job.retry_base_s:g}s"),
+        ("worker", job.worker_id or "-"),
+        ("claim expires at", when(job.claim_expires_at, now)),
+        ("died at", when(job.died_at, now)),
+        ("last error", job.last_error or "-"),
+    ]
+    for field, value in rows:
+        table.add_row(field, value)
+    return table
+
+
+def stats_table(stats: list[QueueStats]) -> Table:
+    """One row per queue."""
+    table = Table(title="queues", title_justify="left")
+    table.add_column("queue")
+    for column in ("pending", "delayed", "processing", "dead", "oldest pending"):
+        table.add_column(column, justify="right")
+    for s in stats:
+        table.add_row(
+            s.queue,
+            str(s.pending),
+            str(s.delayed),
+            str(s.processing),
+            f"[red]{s.dead}[/]" if s.dead else "0",
+            age(s.oldest_pending_age_s),
+        )
+    return table
+
+
+def console(stderr: bool = False) -> Console:
+    """A console that keeps tables readable when piped (no wrapping at 80 columns)."""
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
