@@ -5,6 +5,7 @@
 ...     await store.queue("emails").enqueue({"to": "a@example.com"})
 """
 
+from alkstore.app import App
 from alkstore.connect import connect
 from alkstore.core.job import Job, JobState, Notification, SweepResult
 from alkstore.core.options import EnqueueOpts, QueueOpts
@@ -19,6 +20,7 @@ from alkstore.errors import (
 )
 from alkstore.store import JobHandle, Queue, Store, Transaction, TxQueue
 from alkstore.subscription import Subscription
+from alkstore.worker.task import Fail, Task, TaskCall
 
 __all__ = [
     # opening a store
@@ -35,6 +37,11 @@ __all__ = [
     # notify / listen
     "Notification",
     "Subscription",
+    # tasks and workers
+    "App",
+    "Task",
+    "TaskCall",
+    "Fail",
     # transactions
     "Transaction",
     "TxQueue",

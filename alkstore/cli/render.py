@@ -26,6 +26,11 @@ def when(moment: datetime | None, now: datetime | None = None) -> str:
     return f"{moment:%Y-%m-%d %H:%M:%S}Z ({rel})"
 
 
+def _relative(moment: datetime, now: datetime) -> str:
+    delta = (moment - now).total_seconds()
+    return f"in {age(delta)}" if delta > 0.5 else f"{age(-delta)} ago" if delta < -0.5 else "now"
+
+
 def age(seconds: float | None) -> str:
     """``850ms``, ``12s``, ``3m05s``, ``2h10m``."""
     if seconds is None:
@@ -76,7 +81,7 @@ def job_table(jobs: list[Job], title: str) -> Table:
             describe_payload(job),
             f"{job.attempts}/{job.max_attempts}",
             str(job.priority),
-            when(job.run_at, now),
+            _relative(job.run_at, now),
             error[:60],
         )
     return table
