@@ -1,8 +1,8 @@
 """Worker processes for the multi-process contract tests (run as a script, never imported).
 
-    python procs.py drain    URL SCHEMA QUEUE WORKER   claim+ack until empty; print JSON [[id, attempts], ...]
-    python procs.py produce  URL SCHEMA QUEUE PAYLOAD  enqueue one job; print its id
-    python procs.py consume  URL SCHEMA QUEUE N POLL   queue.jobs(...) until N jobs; print each payload
+    procs.py drain   URL SCHEMA QUEUE WORKER   claim+ack until empty; print [[id, attempts], ...]
+    procs.py produce URL SCHEMA QUEUE PAYLOAD  enqueue one job; print its id
+    procs.py consume URL SCHEMA QUEUE N POLL   queue.jobs(...) until N jobs; print each payload
 
 ``drain`` prints ``ready`` once connected and waits for a line on stdin before it
 starts, so every worker begins at the same moment.

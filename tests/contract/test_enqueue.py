@@ -1,4 +1,4 @@
-"""Enqueue, resolution of the stamps, payloads, ids and get_job (CONTRACT.md, "Queue operations")."""
+"""Enqueue, resolution of the stamps, payloads, ids and get_job."""
 
 from __future__ import annotations
 

@@ -1,0 +1,210 @@
+"""The wake-driven claim loop, ``queue.jobs(...)``: wake, re-poll fallback, delayed self-wake.
+
+Each test that proves a *wake* (rather than a re-poll) sets the re-poll interval
+far above the generous time it waits for the event, so only the wake can deliver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+import alkstore
+from alkstore import EnqueueOpts, InvalidArgumentError, JobHandle, QueueOpts
+
+from .rawsql import make_due_now
+
+NEVER = 600.0  # a re-poll interval that never fires within a test
+WAIT = 20.0  # generous: how long a test waits for an event that should come
+PROCS = Path(__file__).with_name("procs.py")
+
+
+@contextlib.asynccontextmanager
+async def consumer(
+    q: alkstore.Queue, poll: float = NEVER, batch: int = 1
+) -> AsyncIterator[asyncio.Queue[JobHandle]]:
+    """Run ``q.jobs(...)`` in a task, feeding claimed handles into an asyncio queue."""
+    got: asyncio.Queue[JobHandle] = asyncio.Queue()
+
+    async def run() -> None:
+        async for handle in q.jobs("consumer", batch, poll_interval_s=poll):
+            await got.put(handle)
+
+    task = asyncio.create_task(run())
+    try:
+        yield got
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def next_job(got: asyncio.Queue[JobHandle]) -> JobHandle:
+    return await asyncio.wait_for(got.get(), WAIT)
+
+
+async def test_jobs_yields_backlog_then_wakes_on_enqueue_across_connections(
+    open_store,
+    qname: str,  # type: ignore[no-untyped-def]
+) -> None:
+    producer, consuming = await open_store(), await open_store()
+    first = await producer.queue(qname).enqueue(b"backlog")
+    async with consumer(consuming.queue(qname)) as got:
+        handle = await next_job(got)
+        assert handle.job.id == first and await handle.ack()
+        await asyncio.sleep(0.2)  # the loop is now waiting on its channel
+        for i in range(5):
+            job_id = await producer.queue(qname).enqueue(f"woken {i}")
+            handle = await next_job(got)
+            assert handle.job.id == job_id and handle.job.worker_id == "consumer"
+            assert await handle.ack()
+
+
+async def test_jobs_wakes_on_enqueue_many_and_claims_in_batches(
+    open_store,
+    qname: str,  # type: ignore[no-untyped-def]
+) -> None:
+    producer, consuming = await open_store(), await open_store()
+    async with consumer(consuming.queue(qname), batch=4) as got:
+        await asyncio.sleep(0.2)
+        ids = await producer.queue(qname).enqueue_many([str(i) for i in range(10)])
+        handles = [await next_job(got) for _ in ids]
+        assert [h.job.id for h in handles] == ids
+        assert await consuming.queue(qname).ack_batch(ids) == 10
+
+
+async def test_jobs_wakes_on_transactional_enqueue_after_commit(
+    open_store,
+    qname: str,  # type: ignore[no-untyped-def]
+) -> None:
+    producer, consuming = await open_store(), await open_store()
+    async with consumer(consuming.queue(qname)) as got:
+        await asyncio.sleep(0.2)
+        async with producer.transaction() as tx:
+            job_id = await tx.queue(qname).enqueue(b"tx")
+        handle = await next_job(got)
+        assert handle.job.id == job_id
+
+
+async def test_poll_only_fallback_claims_a_job_whose_wake_never_came(
+    store: alkstore.Store,
+    target,
+    qname: str,  # type: ignore[no-untyped-def]
+) -> None:
+    q = store.queue(qname)
+    job_id = await q.enqueue(b"silent", EnqueueOpts(delay_s=3600))
+    async with consumer(q, poll=0.3) as got:
+        await asyncio.sleep(0.2)  # waiting; its next self-wake is an hour away
+        await make_due_now(store, target, job_id)  # due now, and no wake is sent
+        handle = await next_job(got)
+        assert handle.job.id == job_id
+
+
+async def test_delayed_job_wakes_the_loop_when_it_becomes_due(
+    open_store,
+    qname: str,  # type: ignore[no-untyped-def]
+) -> None:
+    producer, consuming = await open_store(), await open_store()
+    async with consumer(consuming.queue(qname)) as got:
+        await asyncio.sleep(0.2)
+        job_id = await producer.queue(qname).enqueue(b"later", EnqueueOpts(delay_s=0.5))
+        handle = await next_job(got)
+        assert handle.job.id == job_id
+        assert handle.job.run_at <= handle.job.claim_expires_at  # type: ignore[operator]
+
+
+async def test_lapsed_claim_wakes_the_loop_for_a_reclaim(store: alkstore.Store, qname: str) -> None:
+    q = store.queue(qname, QueueOpts(visibility_timeout_s=0.4))
+    job_id = await q.enqueue(b"")
+    async with consumer(q) as got:
+        first = await next_job(got)  # claimed, then abandoned
+        second = await next_job(got)  # reclaimed once the claim lapsed
+        assert first.job.id == second.job.id == job_id
+        assert second.job.attempts == 2
+
+
+async def test_jobs_ignores_other_queues(open_store, qname: str) -> None:  # type: ignore[no-untyped-def]
+    producer, consuming = await open_store(), await open_store()
+    async with consumer(consuming.queue(qname)) as got:
+        await asyncio.sleep(0.2)
+        await producer.queue(qname + "-other").enqueue(b"not mine")
+        mine = await producer.queue(qname).enqueue(b"mine")
+        handle = await next_job(got)
+        assert handle.job.id == mine
+        assert got.empty()
+
+
+async def test_jobs_ends_when_the_store_closes(open_store, qname: str) -> None:  # type: ignore[no-untyped-def]
+    store = await open_store()
+    q = store.queue(qname)
+
+    async def run() -> int:
+        count = 0
+        async for _ in q.jobs("w", poll_interval_s=NEVER):
+            count += 1
+        return count
+
+    task = asyncio.create_task(run())
+    await asyncio.sleep(0.2)
+    await store.close()
+    assert await asyncio.wait_for(task, WAIT) == 0
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"worker_id": ""},
+        {"worker_id": "w", "batch": 0},
+        {"worker_id": "w", "batch": 1.5},
+        {"worker_id": "w", "poll_interval_s": 0},
+        {"worker_id": "w", "poll_interval_s": -1},
+    ],
+)
+async def test_jobs_validates_its_arguments(
+    store: alkstore.Store, qname: str, kwargs: dict[str, object]
+) -> None:
+    with pytest.raises(InvalidArgumentError):
+        async for _ in store.queue(qname).jobs(**kwargs):  # type: ignore[arg-type]
+            pass
+
+
+async def _spawn(target, *args: str) -> asyncio.subprocess.Process:  # type: ignore[no-untyped-def]
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(PROCS),
+        args[0],
+        target.url,
+        target.schema,
+        *args[1:],
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+
+
+@pytest.mark.slow
+async def test_wake_crosses_processes(store: alkstore.Store, target, qname: str) -> None:  # type: ignore[no-untyped-def]
+    """A producer process enqueues; a consumer process waiting in jobs() gets it by wake."""
+    proc = await _spawn(target, "consume", qname, "2", str(NEVER))
+    try:
+        assert proc.stdout is not None
+        await store.queue(qname).enqueue("ping")
+        line = await asyncio.wait_for(proc.stdout.readline(), WAIT)
+        assert line.decode().strip() == "ping"  # the consumer is now waiting on its wake
+        await asyncio.sleep(0.2)
+        producer = await _spawn(target, "produce", qname, "from another process")
+        out, _ = await asyncio.wait_for(producer.communicate(), WAIT)
+        assert producer.returncode == 0
+        job_id = int(out)
+        line = await asyncio.wait_for(proc.stdout.readline(), WAIT)
+        assert line.decode().strip() == "from another process"
+        assert await asyncio.wait_for(proc.wait(), WAIT) == 0
+        assert await store.queue(qname).get_job(job_id) is None  # acked by the consumer
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
