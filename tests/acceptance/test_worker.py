@@ -1,0 +1,247 @@
+"""The worker as real processes: outcomes, heartbeats, signals, crashes, timeouts."""
+
+from __future__ import annotations
+
+import json
+import signal
+from typing import Any
+
+import alkstore
+from tests.acceptance import apps
+from tests.acceptance.conftest import Workers, results, run_cli, wait_until
+
+
+async def _keys(store: alkstore.Store, key: str, **match: Any) -> list[dict[str, Any]]:
+    return [
+        r
+        for r in await results(store)
+        if r["key"] == key and all(r.get(k) == v for k, v in match.items())
+    ]
+
+
+async def test_worker_process_runs_deferred_async_and_sync_tasks(
+    app_store: alkstore.Store, workers: Workers
+) -> None:
+    ids = [await apps.echo.defer(key=f"a{i}", value={"n": i}) for i in range(5)]
+    ids += await apps.echo.defer_many([{"key": "b0"}, {"key": "b1", "value": [1, 2]}])
+    ids.append(await apps.echo_sync.defer("s0"))
+    workers.start("--concurrency", "4")
+
+    async def all_done() -> bool:
+        return len(await results(app_store)) == len(ids)
+
+    await wait_until(all_done, what="every task to run")
+    seen = {r["key"]: r for r in await results(app_store)}
+    assert set(seen) == {"a0", "a1", "a2", "a3", "a4", "b0", "b1", "s0"}
+    assert seen["a3"]["value"] == {"n": 3} and seen["b1"]["value"] == [1, 2]
+    assert all(r["attempt"] == 1 for r in seen.values())
+    for job_id in ids:  # acked: gone from the store
+        await wait_until(lambda: _gone(app_store, job_id), what=f"job {job_id} to be acked")
+
+
+async def test_exception_retries_on_the_curve_then_dead_letters(
+    app_store: alkstore.Store, workers: Workers
+) -> None:
+    job_id = await apps.always_fails.defer(key="boom")
+    workers.start()
+    admin = app_store.admin()
+
+    async def dead() -> bool:
+        job = await admin.find_job(job_id)
+        return job is not None and job.state == "dead"
+
+    await wait_until(dead, what="the job to die")
+    job = await admin.find_job(job_id)
+    assert job is not None and job.attempts == 3
+    assert job.last_error is not None and job.last_error.startswith("RuntimeError: boom always")
+    assert [r["attempt"] for r in await _keys(app_store, "boom")] == [1, 2, 3]
+
+
+async def test_fail_dead_letters_at_once(app_store: alkstore.Store, workers: Workers) -> None:
+    hard = await apps.fails_hard.defer(key="hard")
+    typed = await apps.fails_on_type.defer(key="typed")
+    workers.start()
+    admin = app_store.admin()
+
+    async def both_dead() -> bool:
+        jobs = [await admin.find_job(i) for i in (hard, typed)]
+        return all(j is not None and j.state == "dead" for j in jobs)
+
+    await wait_until(both_dead, what="both jobs to die")
+    hard_job, typed_job = await admin.find_job(hard), await admin.find_job(typed)
+    assert hard_job is not None and hard_job.attempts == 1
+    assert hard_job.last_error == "hard: no point retrying"
+    assert typed_job is not None and typed_job.attempts == 1
+    assert typed_job.last_error is not None and typed_job.last_error.startswith("KeyError")
+    assert len(await _keys(app_store, "hard")) == 1 and len(await _keys(app_store, "typed")) == 1
+
+
+async def test_unknown_task_is_dead_lettered_with_a_clear_error(
+    app_store: alkstore.Store, workers: Workers, target: Any
+) -> None:
+    job_id = await app_store.queue("work").enqueue({"task": "no.such.task", "args": {}})
+    raw = await app_store.queue("work").enqueue("not a task call")
+    workers.start()
+    admin = app_store.admin()
+
+    async def dead() -> bool:
+        jobs = [await admin.find_job(i) for i in (job_id, raw)]
+        return all(j is not None and j.state == "dead" for j in jobs)
+
+    await wait_until(dead, what="unknown calls to die")
+    job = await admin.find_job(job_id)
+    assert job is not None and job.last_error is not None
+    assert job.last_error.startswith("unknown task 'no.such.task'")
+    assert "echo" in job.last_error  # names what the worker knows
+    bad = await admin.find_job(raw)
+    assert bad is not None and "not a task call" in (bad.last_error or "")
+
+
+async def test_heartbeats_keep_a_handler_running_3x_its_visibility_timeout(
+    app_store: alkstore.Store, workers: Workers
+) -> None:
+    job_id = await apps.slow.defer(key="long", seconds=3.0)  # visibility timeout 1 s
+    workers.start()
+    workers.start()  # a second worker, hungry for a lapsed claim
+
+    async def ended() -> bool:
+        return bool(await _keys(app_store, "long", phase="end"))
+
+    await wait_until(ended, what="the long job to end")
+    await wait_until(lambda: _gone(app_store, job_id), what="the long job to be acked")
+    runs = await _keys(app_store, "long")
+    assert [(r["phase"], r["attempt"]) for r in runs] == [("start", 1), ("end", 1)]
+
+
+async def _gone(store: alkstore.Store, job_id: int) -> bool:
+    return await store.admin().find_job(job_id) is None
+
+
+async def test_sigterm_mid_job_lets_the_job_finish(
+    app_store: alkstore.Store, workers: Workers
+) -> None:
+    job_id = await apps.slow.defer(key="term", seconds=1.5)
+    proc = workers.start()
+
+    async def started() -> bool:
+        return bool(await _keys(app_store, "term", phase="start"))
+
+    await wait_until(started, what="the job to start")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0, workers.log(proc)
+    assert [r["phase"] for r in await _keys(app_store, "term")] == ["start", "end"]
+    assert await _gone(app_store, job_id)
+
+
+async def test_sigterm_past_the_grace_period_gives_the_job_back(
+    app_store: alkstore.Store, workers: Workers
+) -> None:
+    job_id = await apps.slow.defer(key="grace", seconds=60)
+    proc = workers.start(grace=0.3)
+
+    async def started() -> bool:
+        return bool(await _keys(app_store, "grace", phase="start"))
+
+    await wait_until(started, what="the job to start")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0, workers.log(proc)
+    job = await app_store.admin().find_job(job_id)
+    assert job is not None and job.state == "pending" and job.attempts == 1
+    assert (job.last_error or "").startswith("interrupted")
+    assert "outcome=interrupted" in workers.log(proc)
+
+
+async def test_second_signal_stops_at_once_and_gives_the_job_back(
+    app_store: alkstore.Store, workers: Workers
+) -> None:
+    job_id = await apps.slow.defer(key="twice", seconds=60)
+    proc = workers.start(grace=60)
+
+    async def started() -> bool:
+        return bool(await _keys(app_store, "twice", phase="start"))
+
+    await wait_until(started, what="the job to start")
+    proc.send_signal(signal.SIGTERM)
+    await wait_until(_logged(workers, proc, "get 60s to finish"), what="the first signal")
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(30) == 1, workers.log(proc)
+    job = await app_store.admin().find_job(job_id)
+    assert job is not None and job.state == "pending" and job.attempts == 1
+
+
+def _logged(workers: Workers, proc: Any, text: str) -> Any:
+    async def check() -> bool:
+        return text in workers.log(proc)
+
+    return check
+
+
+async def test_kill_9_mid_job_another_worker_reclaims_after_the_deadline(
+    app_store: alkstore.Store, workers: Workers
+) -> None:
+    job_id = await apps.slow.defer(key="crash", seconds=1.0)
+    first = workers.start()
+
+    async def started() -> bool:
+        return bool(await _keys(app_store, "crash", phase="start"))
+
+    await wait_until(started, what="the job to start")
+    first.kill()  # SIGKILL: no give-back, no ack; the claim must lapse
+    first.wait()
+    second = workers.start()
+
+    async def ended() -> bool:
+        return bool(await _keys(app_store, "crash", phase="end"))
+
+    await wait_until(ended, what="the reclaimed job to end")
+    await wait_until(lambda: _gone(app_store, job_id), what="the reclaimed job to be acked")
+    runs = await _keys(app_store, "crash")
+    assert [(r["phase"], r["attempt"]) for r in runs] == [
+        ("start", 1),
+        ("start", 2),
+        ("end", 2),
+    ]
+    assert runs[0]["pid"] == first.pid and runs[2]["pid"] == second.pid
+
+
+async def test_handler_past_its_timeout_is_cancelled_and_retried(
+    app_store: alkstore.Store, workers: Workers
+) -> None:
+    job_id = await apps.timeboxed.defer(key="tb")
+    proc = workers.start()
+
+    async def ended() -> bool:
+        return bool(await _keys(app_store, "tb", phase="end"))
+
+    await wait_until(ended, what="the retried job to end")
+    await wait_until(lambda: _gone(app_store, job_id), what="the retried job to be acked")
+    runs = await _keys(app_store, "tb")
+    assert [(r["phase"], r["attempt"]) for r in runs] == [("start", 1), ("start", 2), ("end", 2)]
+    assert "outcome=retry" in workers.log(proc) and "timeout" in workers.log(proc)
+
+
+async def test_worker_logs_one_structured_line_per_outcome(
+    app_store: alkstore.Store, workers: Workers, target: Any
+) -> None:
+    job_id = await apps.echo.defer(key="log")
+    proc = workers.start()
+
+    async def done() -> bool:
+        return await _gone(app_store, job_id) and bool(await _keys(app_store, "log"))
+
+    await wait_until(done, what="the job")
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(30)
+    lines = [line for line in workers.log(proc).splitlines() if f"id={job_id} " in line]
+    assert len(lines) == 1
+    for field in ("outcome=success", "queue=work", "task=echo", "attempt=1/5", "duration_ms="):
+        assert field in lines[0]
+
+
+async def test_worker_command_rejects_a_bad_app(target: Any) -> None:
+    out = run_cli(target, "worker", "tests.acceptance.apps:nothing")
+    assert out.returncode == 2 and "is not an alkstore.App" in out.stderr
+    assert "Traceback" not in out.stderr
+    out = run_cli(target, "worker", "no_such_module_here:app")
+    assert out.returncode == 2 and "cannot import" in out.stderr
+    assert json  # keep the import for payload checks above
