@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from datetime import UTC, datetime
 
 from rich.console import Console
@@ -139,5 +141,7 @@ def stats_table(stats: list[QueueStats]) -> Table:
 
 
 def console(stderr: bool = False) -> Console:
-    """A console that keeps tables readable when piped (no wrapping at 80 columns)."""
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    """A console that keeps tables readable when piped (160 columns, not 80)."""
+    stream = sys.stderr if stderr else sys.stdout
+    piped = not stream.isatty() and "COLUMNS" not in os.environ
+    return Console(stderr=stderr, highlight=False, width=160 if piped else None)

@@ -100,10 +100,10 @@ async def app_store(target: Target) -> AsyncIterator[alkstore.Store]:
 
 
 def run_cli(target: Target | None, *args: str, stdin: str | None = None) -> Any:
-    """``python -m alkstore ARGS --url … --schema …`` (store options appended)."""
+    """``python -m alkstore --url … --schema … ARGS`` (the group's store options)."""
     extra = store_args(target) if target is not None else []
     return subprocess.run(
-        [sys.executable, "-m", "alkstore", *args, *extra],
+        [sys.executable, "-m", "alkstore", *extra, *args],
         cwd=ROOT,
         env=_env(),
         input=stdin,

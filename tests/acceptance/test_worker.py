@@ -36,7 +36,7 @@ async def test_worker_process_runs_deferred_async_and_sync_tasks(
     assert seen["a3"]["value"] == {"n": 3} and seen["b1"]["value"] == [1, 2]
     assert all(r["attempt"] == 1 for r in seen.values())
     for job_id in ids:  # acked: gone from the store
-        await wait_until(lambda: _gone(app_store, job_id), what=f"job {job_id} to be acked")
+        await wait_until(lambda i=job_id: _gone(app_store, i), what=f"job {job_id} to be acked")
 
 
 async def test_exception_retries_on_the_curve_then_dead_letters(

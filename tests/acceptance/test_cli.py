@@ -1,0 +1,196 @@
+"""Every ``alkstore`` command against a real store, including its error exits."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+import alkstore
+from tests.acceptance.conftest import run_cli
+
+CLOSED_PG = "postgresql://nobody@127.0.0.1:1/nothing"
+
+
+def ok(out: Any) -> str:
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr
+    return str(out.stdout)
+
+
+def fails(out: Any, code: int, text: str) -> None:
+    assert out.returncode == code, (out.returncode, out.stdout, out.stderr)
+    assert "Traceback" not in out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert text in lines[0], lines[0]
+
+
+async def test_migrate_creates_the_store(target: Any) -> None:
+    assert "up to date" in ok(run_cli(target, "migrate"))
+    assert "up to date" in ok(run_cli(target, "migrate"))  # idempotent
+
+
+async def test_enqueue_with_options_and_show(target: Any) -> None:
+    run_at = (datetime.now(UTC) + timedelta(hours=1)).replace(microsecond=0)
+    out = ok(
+        run_cli(
+            target,
+            "enqueue",
+            "mail",
+            '{"task": "t", "args": {"x": 1}}',
+            "--priority",
+            "7",
+            "--max-attempts",
+            "2",
+            "--run-at",
+            run_at.isoformat().replace("+00:00", "Z"),
+            "--expires-in",
+            "7200",
+        )
+    )
+    job_id = int(out.strip())
+    async with await alkstore.connect(target.url, **target.connect_kwargs()) as store:
+        job = await store.queue("mail").get_job(job_id)
+    assert job is not None
+    assert job.json() == {"task": "t", "args": {"x": 1}}
+    assert (job.priority, job.max_attempts, job.run_at) == (7, 2, run_at)
+    assert job.expires_at is not None
+    shown = ok(run_cli(target, "jobs", "show", str(job_id)))
+    assert "mail" in shown and "t(x=1)" in shown and "0/2" in shown
+    delayed = int(ok(run_cli(target, "enqueue", "mail", "later", "--delay", "60")).strip())
+    stdin = int(ok(run_cli(target, "enqueue", "mail", "-", stdin="from stdin")).strip())
+    async with await alkstore.connect(target.url, **target.connect_kwargs()) as store:
+        later = await store.queue("mail").get_job(delayed)
+        piped = await store.queue("mail").get_job(stdin)
+    assert later is not None and later.run_at > datetime.now(UTC) + timedelta(seconds=30)
+    assert piped is not None and piped.payload == b"from stdin"
+
+
+async def _dead_job(target: Any, queue: str) -> int:
+    async with await alkstore.connect(target.url, **target.connect_kwargs()) as store:
+        q = store.queue(queue, alkstore.QueueOpts(max_attempts=3))
+        job_id = await q.enqueue({"task": "x", "args": {}})
+        handle = await q.claim_one("cli-test")
+        assert handle is not None
+        await handle.fail("broken on purpose")
+        return job_id
+
+
+async def test_jobs_list_show_stats_cancel_requeue(target: Any) -> None:
+    dead = await _dead_job(target, "ops")
+    pending = int(ok(run_cli(target, "enqueue", "ops", "p1")).strip())
+    delayed = int(ok(run_cli(target, "enqueue", "ops", "p2", "--delay", "600")).strip())
+
+    listed = ok(run_cli(target, "jobs", "list", "ops"))
+    assert "3 job(s)" in listed and "broken on purpose" in listed
+    only_dead = ok(run_cli(target, "jobs", "list", "ops", "--state", "dead"))
+    assert "1 job(s)" in only_dead and str(dead) in only_dead
+
+    stats = ok(run_cli(target, "stats"))
+    row = next(line for line in stats.splitlines() if " ops " in line)
+    cells = [cell.strip() for cell in row.split("│")[1:-1]]
+    assert cells[:5] == ["ops", "1", "1", "0", "1"]  # pending, delayed, processing, dead
+
+    assert f"cancelled job {delayed}" in ok(run_cli(target, "jobs", "cancel", str(delayed)))
+    fails(run_cli(target, "jobs", "cancel", str(delayed)), 1, f"no job {delayed}")
+    fails(run_cli(target, "jobs", "cancel", str(dead)), 1, "is dead")
+
+    requeued = ok(run_cli(target, "jobs", "requeue", str(dead)))
+    assert f"requeued job {dead}" in requeued and "0/3" in requeued
+    async with await alkstore.connect(target.url, **target.connect_kwargs()) as store:
+        job = await store.queue("ops").get_job(dead)
+        assert job is not None and (job.state, job.attempts) == ("pending", 0)
+        assert job.last_error == "broken on purpose"  # the history stays readable
+        handle = await store.queue("ops").claim_batch("cli-test", 2)
+        assert {h.job.id for h in handle} == {dead, pending}  # claimable now
+    fails(run_cli(target, "jobs", "requeue", str(pending)), 1, "not dead")
+    fails(run_cli(target, "jobs", "requeue", "999999"), 1, "no job 999999")
+
+
+async def test_sweep_dead_letters_expired_jobs(target: Any) -> None:
+    job_id = int(ok(run_cli(target, "enqueue", "swept", "x", "--expires-in", "0.05")).strip())
+    await asyncio.sleep(0.2)
+    out = ok(run_cli(target, "sweep"))
+    assert "swept: 1 expired, 0 purged" in out
+    async with await alkstore.connect(target.url, **target.connect_kwargs()) as store:
+        job = await store.queue("swept").get_job(job_id)
+    assert job is not None and (job.state, job.last_error) == ("dead", "expired")
+    out = ok(run_cli(target, "sweep", "--queue", "swept", "--retention", "0"))
+    assert "swept: 0 expired, 1 purged" in out
+
+
+async def test_stats_on_an_empty_store(target: Any) -> None:
+    assert "no jobs" in ok(run_cli(target, "stats"))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["enqueue", "_reserved", "x"],
+        ["enqueue", "bad name", "x"],
+        ["jobs", "list", "way/too/odd"],
+    ],
+)
+async def test_bad_queue_name_is_one_line_exit_2(target: Any, args: list[str]) -> None:
+    fails(run_cli(target, *args), 2, "invalid queue name")
+
+
+@pytest.mark.parametrize("command", ["show", "cancel", "requeue"])
+@pytest.mark.parametrize("bad", ["abc", "0", "-3", "1.5", "99999999999999999999999"])
+async def test_bad_job_id_is_one_line_exit_2(target: Any, command: str, bad: str) -> None:
+    fails(run_cli(target, "jobs", command, "--", bad), 2, "invalid job id")
+
+
+async def test_unknown_job_id_is_one_line_exit_1(target: Any) -> None:
+    fails(run_cli(target, "jobs", "show", "424242"), 1, "no job 424242")
+
+
+async def test_bad_options_are_one_line(target: Any) -> None:
+    fails(run_cli(target, "enqueue", "q", "x", "--run-at", "tomorrow"), 2, "invalid --run-at")
+    fails(run_cli(target, "enqueue", "q", "x", "--run-at", "2030-01-01T09:00"), 2, "timezone")
+    fails(run_cli(target, "enqueue", "q", "x", "--delay", "-1"), 2, "delay_s must be >= 0")
+    fails(run_cli(target, "enqueue", "q", "x", "--max-attempts", "0"), 2, "max_attempts")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["migrate"],
+        ["stats"],
+        ["enqueue", "q", "x"],
+        ["jobs", "list", "q"],
+        ["jobs", "show", "1"],
+        ["jobs", "cancel", "1"],
+        ["jobs", "requeue", "1"],
+        ["sweep"],
+    ],
+)
+def test_unreachable_database_is_one_line_exit_1(args: list[str]) -> None:
+    fails(run_cli(None, *args, "--url", CLOSED_PG), 1, "127.0.0.1")
+
+
+def test_unopenable_sqlite_file_is_one_line_exit_1(tmp_path: Any) -> None:
+    url = f"sqlite:///{tmp_path}/no/such/dir/jobs.db"
+    fails(run_cli(None, "stats", "--url", url), 1, "unable to open")
+
+
+def test_unsupported_url_is_one_line_exit_2() -> None:
+    fails(run_cli(None, "stats", "--url", "mysql://x"), 2, "unsupported store URL")
+
+
+def test_group_url_option_and_python_dash_m(tmp_path: Any) -> None:
+    url = f"sqlite:///{tmp_path}/group.db"
+    job_id = ok(run_cli(None, "--url", url, "enqueue", "g", '"hi"')).strip()
+    shown = json.dumps(ok(run_cli(None, "--url", url, "jobs", "show", job_id)))
+    assert "g" in shown
+
+
+def test_demo_runs_to_a_summary() -> None:
+    out = run_cli(None, "demo", "--jobs", "500", "--workers", "2")
+    text = ok(out)
+    for expected in ("processed", "retried", "dead-lettered", "jobs/s", "wake latency", "p99"):
+        assert expected in text
