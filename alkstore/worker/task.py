@@ -117,23 +117,21 @@ class Task(Generic[P, R]):
 
     def call_arguments(self, arguments: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
         """Positional and keyword arguments for ``fn`` from a decoded ``args`` object."""
-        args: list[Any] = []
-        kwargs: dict[str, Any] = {}
-        for name, param in self.signature.parameters.items():
-            if name not in arguments:
-                continue
-            value = arguments[name]
-            if param.kind is param.POSITIONAL_ONLY:
-                args.append(value)
-            elif param.kind is param.VAR_POSITIONAL:
-                args.extend(value)
-            elif param.kind is param.VAR_KEYWORD:
-                kwargs.update(value)
-            else:
-                kwargs[name] = value
-        unknown = set(arguments) - set(self.signature.parameters)
+        params = self.signature.parameters
+        unknown = set(arguments) - set(params)
         if unknown:
             raise BadCall(f"task {self.name!r} has no parameter(s) {sorted(unknown)}")
+        ordered: dict[str, Any] = {}
+        for name, param in params.items():
+            if name in arguments:
+                value = arguments[name]
+                if param.kind is param.VAR_POSITIONAL and not isinstance(value, list | tuple):
+                    raise BadCall(f"task {self.name!r}: *{name} must be a list, got {value!r}")
+                if param.kind is param.VAR_KEYWORD and not isinstance(value, dict):
+                    raise BadCall(f"task {self.name!r}: **{name} must be an object, got {value!r}")
+                ordered[name] = value
+        bound = inspect.BoundArguments(self.signature, ordered)
+        args, kwargs = list(bound.args), dict(bound.kwargs)
         try:
             self.signature.bind(*args, **kwargs)
         except TypeError as e:
