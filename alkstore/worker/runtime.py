@@ -131,6 +131,7 @@ class Worker:
         self._stop_event: asyncio.Event | None = None
         self._slot_freed: asyncio.Event | None = None
         self._beat_changed: asyncio.Event | None = None
+        self._beat_at = 0.0  # when the heartbeat task wakes next (monotonic)
         self._sub: Subscription | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -292,7 +293,8 @@ class Worker:
         self._runs.add(run)
         run.task = self._loop.create_task(self._execute(run))
         run.task.add_done_callback(functools.partial(self._finished, run))
-        self._beat_changed.set()
+        if run.next_beat < self._beat_at:
+            self._beat_changed.set()
 
     def _finished(self, run: _Run, _task: asyncio.Task[None]) -> None:
         self._runs.discard(run)
@@ -333,9 +335,13 @@ class Worker:
             else:
                 error = _error_text(e)
             await self._retry(run, name, error)
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:
+        except asyncio.CancelledError as e:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # the worker is stopping: _drain gives the job back
+            run.done = True  # a CancelledError out of the handler's own code
+            await self._retry(run, name, _error_text(e))
+        except BaseException as e:  # an outcome for every job, always
             run.done = True
             if task.fail_on and isinstance(e, task.fail_on):
                 error = _error_text(e)
@@ -447,6 +453,7 @@ class Worker:
                         run.next_beat = now + min(0.25, run.handle.job.visibility_timeout_s / 10)
             pending = [r.next_beat for r in self._runs if not r.done and not r.lost]
             wait = max(min(pending) - time.monotonic(), 0.0) if pending else 60.0
+            self._beat_at = time.monotonic() + wait
             self._beat_changed.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._beat_changed.wait(), wait)
