@@ -27,6 +27,7 @@ from alkstore.connect import connect
 from alkstore.core.options import EnqueueOpts
 from alkstore.errors import AlkstoreError, InvalidArgumentError, InvalidNameError, PayloadError
 from alkstore.store import Store
+from alkstore.worker.runtime import redact_url
 
 __all__ = ["cli", "main"]
 
@@ -134,7 +135,7 @@ def migrate(ctx: click.Context, url: str | None, schema: str | None) -> None:
         async with await _open(ctx, url, schema) as store:
             return store.url
 
-    where = _run(go())
+    where = redact_url(_run(go()))
     _out().print(f"store {where} is up to date")
 
 

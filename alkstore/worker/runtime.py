@@ -43,6 +43,7 @@ from collections import Counter
 from collections.abc import Awaitable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
 from alkstore.core.names import check_name, check_worker_id
 from alkstore.core.options import QueueOpts, check_non_negative, check_positive
@@ -62,6 +63,15 @@ log = logging.getLogger("alkstore.worker")
 ERROR_MAX_CHARS = 8000
 HEARTBEAT_FRACTION = 1 / 3  # beat when a third of the visibility timeout has passed
 INTERRUPTED = "interrupted: the worker stopped before the handler finished"
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password, for logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _error_text(exc: BaseException) -> str:
@@ -198,7 +208,7 @@ class Worker:
             self.worker_id,
             ", ".join(self.queues),
             self.concurrency,
-            store.url,
+            redact_url(store.url),
         )
         try:
             async with store.listen(*self.queues) as sub:
