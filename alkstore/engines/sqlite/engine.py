@@ -12,6 +12,7 @@ that holds the lock keeps winning; instead the busy timeout is 0 and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import json
 import logging
@@ -538,7 +539,10 @@ class SqliteTransaction:
                 if statement == "COMMIT" and self._wrote_notes:
                     engine._poke_local()
         finally:
-            _in_transaction.reset(self._token)
+            # The sync facade enters and exits in two tasks (two contexts): the
+            # token then belongs to a context that is already gone.
+            with contextlib.suppress(ValueError):
+                _in_transaction.reset(self._token)
             assert engine._lock is not None
             engine._lock.release()
 
