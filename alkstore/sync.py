@@ -11,6 +11,7 @@ method here is one blocking hop to that loop, so the queue logic exists once.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import threading
 import weakref
@@ -54,6 +55,10 @@ class _Runner:
             target=self.loop.run_forever, name="alkstore-sync", daemon=True
         )
         self._thread.start()
+        # per calling thread: the context of its open transaction, so that the
+        # async core's "inside my own transaction" guard sees it (tasks of one
+        # thread's later calls run in a copy of that context)
+        self.local = threading.local()
         _runners.add(self)
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -65,7 +70,10 @@ class _Runner:
                     "call alkstore.sync.connect() again in the child"
                 )
             raise StoreClosedError("store is closed")
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        context: contextvars.Context | None = getattr(self.local, "context", None)
+        if context is None:
+            return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        return context.run(asyncio.run_coroutine_threadsafe, coro, self.loop).result()
 
     def iterate(self, agen: AsyncIterator[T]) -> Iterator[T]:
         try:
@@ -251,9 +259,17 @@ class Transaction:
     def __init__(self, atx: _async.Transaction, runner: _Runner) -> None:
         self._async = atx
         self._runner = runner
+        self._outer: contextvars.Context | None = None
 
     def __enter__(self) -> Transaction:
-        self._runner.run(self._async.__aenter__())
+        atx = self._async
+
+        async def enter() -> contextvars.Context:
+            await atx.__aenter__()
+            return contextvars.copy_context()
+
+        self._outer = getattr(self._runner.local, "context", None)
+        self._runner.local.context = self._runner.run(enter())
         return self
 
     def __exit__(
@@ -262,7 +278,10 @@ class Transaction:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._runner.run(self._async.__aexit__(exc_type, exc, tb))
+        try:
+            self._runner.run(self._async.__aexit__(exc_type, exc, tb))
+        finally:
+            self._runner.local.context = self._outer
 
     def queue(self, name: str, opts: QueueOpts | None = None) -> TxQueue:
         return TxQueue(self._async.queue(name, opts), self._runner)
