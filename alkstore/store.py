@@ -263,7 +263,8 @@ class Queue:
             raise InvalidArgumentError(f"n must be an int, got {n!r}")
         if n <= 0:
             return []
-        rows = await engine.claim(self.name, worker_id, n)
+        # a LIMIT is a signed 64-bit integer on every engine; more than that is "all"
+        rows = await engine.claim(self.name, worker_id, min(n, _JOB_ID_MAX))
         return [JobHandle(self, Job(row)) for row in rows]
 
     async def ack_batch(self, ids: Iterable[int]) -> int:

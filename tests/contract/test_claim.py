@@ -270,3 +270,9 @@ async def test_bad_worker_ids_are_rejected(
     with pytest.raises(InvalidArgumentError):
         await q.claim_batch(worker_id, 1)  # type: ignore[arg-type]
     assert (await q.claim_one("w")) is not None  # nothing was claimed by the bad calls
+
+
+async def test_a_huge_n_claims_everything(store: alkstore.Store, qname: str) -> None:
+    q = store.queue(qname)
+    ids = await q.enqueue_many([b"1", b"2", b"3"])
+    assert [h.job.id for h in await q.claim_batch("w", 2**70)] == ids
