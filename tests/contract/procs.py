@@ -1,6 +1,8 @@
 """Worker processes for the multi-process contract tests (run as a script, never imported).
 
     procs.py drain   URL SCHEMA QUEUE WORKER   claim+ack until empty; print [[id, attempts], ...]
+    procs.py lossy   URL SCHEMA QUEUE WORKER   the same, but abandons some first claims (a
+                                               worker that "dies"); prints [[id, attempts, acked]]
     procs.py produce URL SCHEMA QUEUE PAYLOAD  enqueue one job; print its id
     procs.py consume URL SCHEMA QUEUE N POLL   queue.jobs(...) until N jobs; print each payload
 
@@ -41,6 +43,30 @@ async def drain(url: str, schema: str, queue: str, worker: str) -> None:
     print(json.dumps(claimed), flush=True)
 
 
+async def lossy(url: str, schema: str, queue: str, worker: str, quiet_s: float) -> None:
+    claimed: list[list[int]] = []
+    async with await alkstore.connect(url, schema=schema) as store:
+        q = store.queue(queue)
+        print("ready", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        rng = random.Random(worker)
+        loop = asyncio.get_running_loop()
+        idle_since = None
+        while idle_since is None or loop.time() - idle_since < quiet_s:
+            handles = await q.claim_batch(worker, rng.choice([1, 2, 4]))
+            if not handles:
+                idle_since = idle_since or loop.time()
+                await asyncio.sleep(0.02)
+                continue
+            idle_since = None
+            for h in handles:
+                if h.job.attempts == 1 and rng.random() < 0.05:
+                    claimed.append([h.job.id, h.job.attempts, 0])  # abandoned
+                    continue
+                claimed.append([h.job.id, h.job.attempts, int(await h.ack())])
+    print(json.dumps(claimed), flush=True)
+
+
 async def produce(url: str, schema: str, queue: str, payload: str) -> None:
     async with await alkstore.connect(url, schema=schema) as store:
         print(await store.queue(queue).enqueue(payload), flush=True)
@@ -62,6 +88,8 @@ def main(argv: list[str]) -> None:
     command, url, schema, queue, *rest = argv
     if command == "drain":
         asyncio.run(drain(url, schema, queue, rest[0]))
+    elif command == "lossy":
+        asyncio.run(lossy(url, schema, queue, rest[0], float(rest[1])))
     elif command == "produce":
         asyncio.run(produce(url, schema, queue, rest[0]))
     elif command == "consume":

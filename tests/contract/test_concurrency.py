@@ -92,3 +92,53 @@ async def test_many_claimers_on_many_stores_never_share_a_row(
     )
     claimed = [job_id for r in results for job_id in r]
     assert sorted(claimed) == ids
+
+
+@pytest.mark.slow
+async def test_concurrent_drain_with_abandoned_claims_hands_each_attempt_out_once(
+    store: alkstore.Store,
+    target,
+    qname: str,  # type: ignore[no-untyped-def]
+) -> None:
+    """Workers "die" holding some claims; the reclaims race, yet each (job, attempt) has one
+    claimant and every job is acked exactly once."""
+    visibility = 1.0
+    q = store.queue(qname, QueueOpts(visibility_timeout_s=visibility, max_attempts=50))
+    ids = await q.enqueue_many([str(i) for i in range(600)])
+    procs = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(PROCS),
+            "lossy",
+            target.url,
+            target.schema,
+            qname,
+            f"lossy-{n}",
+            str(visibility * 2.5),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        for n in range(4)
+    ]
+    try:
+        for p in procs:
+            assert p.stdout is not None
+            assert (await asyncio.wait_for(p.stdout.readline(), WAIT)).strip() == b"ready"
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write(b"go\n")
+            await p.stdin.drain()
+        outputs = await asyncio.wait_for(asyncio.gather(*(p.communicate() for p in procs)), WAIT)
+    finally:
+        for p in procs:
+            if p.returncode is None:
+                p.kill()
+                await p.wait()
+    assert [p.returncode for p in procs] == [0] * 4
+    claims = [tuple(c) for out, _ in outputs for c in json.loads(out)]
+    per_attempt = Counter((job_id, attempts) for job_id, attempts, _ in claims)
+    assert [k for k, n in per_attempt.items() if n > 1] == []
+    acked = Counter(job_id for job_id, _, ok in claims if ok)
+    assert set(acked) == set(ids) and set(acked.values()) == {1}
+    assert any(attempts > 1 for _, attempts, _ in claims)  # some reclaims happened
+    assert await q.claim_one("check") is None
