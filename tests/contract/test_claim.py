@@ -276,3 +276,14 @@ async def test_a_huge_n_claims_everything(store: alkstore.Store, qname: str) -> 
     q = store.queue(qname)
     ids = await q.enqueue_many([b"1", b"2", b"3"])
     assert [h.job.id for h in await q.claim_batch("w", 2**70)] == ids
+
+
+async def test_the_claimed_snapshot_is_the_stored_row(store: alkstore.Store, qname: str) -> None:
+    q = store.queue(qname, QueueOpts(max_attempts=3))
+    job_id = await q.enqueue({"k": 1}, EnqueueOpts(priority=2, expires_in_s=600))
+    first = await q.claim_one("w")
+    assert first is not None and first.job == await q.get_job(job_id)
+    assert await first.retry("why", delay_s=0)
+    second = await q.claim_one("w2")
+    assert second is not None and second.job == await q.get_job(job_id)
+    assert second.job.last_error == "why"  # the previous attempt's error stays visible

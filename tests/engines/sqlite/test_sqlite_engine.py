@@ -287,3 +287,18 @@ def test_a_sync_store_op_inside_its_own_transaction_raises_instead_of_deadlockin
                 store.queue("q").get_job(1)
             tx.queue("q").enqueue(b"inside")
         assert store.queue("q").claim_one("w") is not None
+
+
+async def test_connect_without_a_url_uses_alkstore_url_then_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ALKSTORE_URL", f"sqlite:///{tmp_path / 'env.db'}")
+    async with await alkstore.connect() as store:
+        assert store.engine_name == "sqlite"
+        await store.queue("q").enqueue(b"")
+    assert (tmp_path / "env.db").exists()
+    monkeypatch.delenv("ALKSTORE_URL")
+    async with await alkstore.connect() as store:
+        await store.queue("q").enqueue(b"")
+    assert (tmp_path / "alkstore.db").exists()
