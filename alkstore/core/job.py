@@ -46,7 +46,11 @@ def _utc(value: object) -> datetime | None:
         return None
     if isinstance(value, datetime):
         return value if value.tzinfo is UTC else value.astimezone(UTC)
-    return datetime.fromtimestamp(value, UTC)  # type: ignore[arg-type]  # float seconds
+    try:
+        return datetime.fromtimestamp(value, UTC)  # type: ignore[arg-type]  # float seconds
+    except (OverflowError, ValueError, OSError):
+        # datetime.max as float seconds rounds up past year 9999: clamp to the ends
+        return (datetime.max if value > 0 else datetime.min).replace(tzinfo=UTC)  # type: ignore[operator]
 
 
 def _time(index: int) -> Any:

@@ -268,3 +268,14 @@ async def test_far_future_run_at_round_trips(store: alkstore.Store, qname: str) 
     at = datetime.now(UTC) + timedelta(days=365 * 50)
     job = await q.get_job(await q.enqueue(b"", EnqueueOpts(run_at=at)))
     assert job is not None and abs((job.run_at - at).total_seconds()) < 1e-5
+
+
+@pytest.mark.parametrize(
+    "at", [datetime.max.replace(tzinfo=UTC), datetime(1, 1, 2, tzinfo=UTC)], ids=["max", "min"]
+)
+async def test_extreme_run_at_can_be_read_back(
+    store: alkstore.Store, qname: str, at: datetime
+) -> None:
+    q = store.queue(qname)
+    job = await q.get_job(await q.enqueue(b"", EnqueueOpts(run_at=at)))
+    assert job is not None and abs((job.run_at - at).total_seconds()) < 1e-3

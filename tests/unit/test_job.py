@@ -111,3 +111,9 @@ def test_sweep_result_and_notification_are_tuples_with_names() -> None:
     assert (note.channel, note.payload) == ("ch", "hello")
     with pytest.raises(AttributeError):
         note.channel = "x"  # type: ignore[misc]
+
+
+def test_times_beyond_the_datetime_range_clamp_to_its_ends() -> None:
+    big = datetime.max.replace(tzinfo=UTC).timestamp()  # rounds up past year 9999
+    assert Job(row(run_at=big)).run_at == datetime.max.replace(tzinfo=UTC)
+    assert Job(row(run_at=-1e20)).run_at == datetime.min.replace(tzinfo=UTC)
