@@ -4,6 +4,7 @@
     procs.py lossy   URL SCHEMA QUEUE WORKER   the same, but abandons some first claims (a
                                                worker that "dies"); prints [[id, attempts, acked]]
     procs.py produce URL SCHEMA QUEUE PAYLOAD  enqueue one job; print its id
+    procs.py crash   URL SCHEMA QUEUE PAYLOAD  enqueue, claim+fail another, then os._exit at once
     procs.py consume URL SCHEMA QUEUE N POLL   queue.jobs(...) until N jobs; print each payload
 
 ``drain`` prints ``ready`` once connected and waits for a line on stdin before it
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import sys
 
@@ -72,6 +74,18 @@ async def produce(url: str, schema: str, queue: str, payload: str) -> None:
         print(await store.queue(queue).enqueue(payload), flush=True)
 
 
+async def crash(url: str, schema: str, queue: str, payload: str) -> None:
+    store = await alkstore.connect(url, schema=schema)
+    q = store.queue(queue)
+    kept = await q.enqueue(payload)
+    dead = await q.enqueue(payload + " (dead)")
+    handle = await q.claim_one("crasher")
+    assert handle is not None and handle.job.id == kept
+    await q.cancel(dead)  # rows: kept processing, dead gone
+    print(kept, dead, flush=True)
+    os._exit(0)  # no close, no flush, no cleanup: a crash right after the commits
+
+
 async def consume(url: str, schema: str, queue: str, n: int, poll: float) -> None:
     async with await alkstore.connect(url, schema=schema) as store:
         q = store.queue(queue)
@@ -92,6 +106,8 @@ def main(argv: list[str]) -> None:
         asyncio.run(lossy(url, schema, queue, rest[0], float(rest[1])))
     elif command == "produce":
         asyncio.run(produce(url, schema, queue, rest[0]))
+    elif command == "crash":
+        asyncio.run(crash(url, schema, queue, rest[0]))
     elif command == "consume":
         asyncio.run(consume(url, schema, queue, int(rest[0]), float(rest[1])))
     else:

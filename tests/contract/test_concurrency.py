@@ -142,3 +142,29 @@ async def test_concurrent_drain_with_abandoned_claims_hands_each_attempt_out_onc
     assert set(acked) == set(ids) and set(acked.values()) == {1}
     assert any(attempts > 1 for _, attempts, _ in claims)  # some reclaims happened
     assert await q.claim_one("check") is None
+
+
+@pytest.mark.slow
+async def test_committed_operations_survive_a_process_crash(
+    store: alkstore.Store,
+    target,
+    qname: str,  # type: ignore[no-untyped-def]
+) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(PROCS),
+        "crash",
+        target.url,
+        target.schema,
+        qname,
+        "survivor",
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(), WAIT)
+    assert proc.returncode == 0
+    kept, cancelled = (int(x) for x in out.split())
+    q = store.queue(qname)
+    job = await q.get_job(kept)
+    assert job is not None
+    assert (job.payload, job.state, job.worker_id) == (b"survivor", "processing", "crasher")
+    assert await q.get_job(cancelled) is None
