@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import signal
 from typing import Any
 
@@ -244,4 +243,35 @@ async def test_worker_command_rejects_a_bad_app(target: Any) -> None:
     assert "Traceback" not in out.stderr
     out = run_cli(target, "worker", "no_such_module_here:app")
     assert out.returncode == 2 and "cannot import" in out.stderr
-    assert json  # keep the import for payload checks above
+
+
+async def test_worker_sweeps_expired_jobs_of_its_queues(
+    app_store: alkstore.Store, workers: Workers
+) -> None:
+    job_id = await apps.echo.configure(delay_s=30, expires_in_s=0.2).defer(key="expiring")
+    workers.start("--sweep-interval", "0.2")
+
+    async def expired() -> bool:
+        job = await app_store.admin().find_job(job_id)
+        return job is not None and job.state == "dead"
+
+    await wait_until(expired, what="the worker's sweep")
+    job = await app_store.admin().find_job(job_id)
+    assert job is not None and job.last_error == "expired" and job.attempts == 0
+
+
+async def test_a_job_cancelled_mid_run_is_logged_lost_and_not_recorded(
+    app_store: alkstore.Store, workers: Workers, target: Any
+) -> None:
+    job_id = await apps.slow.defer(key="cancelled", seconds=3)  # heartbeats every 1/3 s
+    proc = workers.start()
+
+    async def started() -> bool:
+        return bool(await _keys(app_store, "cancelled", phase="start"))
+
+    await wait_until(started, what="the job to start")
+    out = run_cli(target, "jobs", "cancel", str(job_id))
+    assert out.returncode == 0, out.stderr
+    await wait_until(_logged(workers, proc, "outcome=lost"), what="the lost outcome")
+    assert "heartbeat refused" in workers.log(proc)
+    assert await app_store.admin().find_job(job_id) is None
