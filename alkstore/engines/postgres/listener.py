@@ -57,6 +57,7 @@ class Listener:
         self._flush_scheduled = False
         self.connected = asyncio.Event()
         self.reconnects = 0
+        self.backend_pid: int | None = None  # the server process of the current connection
 
     # -- the store's side ----------------------------------------------------------
     async def listen(self, channels: Iterable[str]) -> None:
@@ -106,6 +107,7 @@ class Listener:
             conn = None
             try:
                 conn = await self._connect()
+                self.backend_pid = conn.info.backend_pid
                 self._active = set()
                 await self._apply(conn)
                 self.connected.set()

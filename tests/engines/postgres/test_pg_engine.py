@@ -1,0 +1,506 @@
+"""What only the PostgreSQL engine has: SKIP LOCKED under real concurrency, the
+claim plan, migrations racing, schemas, LISTEN reconnects, pooled connection
+loss, poll-only mode, and the transactional outbox on the caller's connection.
+
+Every test works in a schema of its own, dropped at teardown (the session's
+database itself is dropped by ``tests/conftest.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+import alkstore
+from alkstore import EngineError, InvalidArgumentError, InvalidNameError, QueueOpts
+from alkstore.engines.postgres import PostgresEngine, migrate
+
+WORKERS = Path(__file__).with_name("pg_workers.py")
+
+
+# -- fixtures -----------------------------------------------------------------------------
+@pytest.fixture
+def schemas(pg_url: str) -> Iterator[list[str]]:
+    """Fresh schema names; every one of them is dropped at teardown."""
+    made: list[str] = []
+    yield made
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        for name in made:
+            admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def schema(schemas: list[str]) -> str:
+    name = f"alk_{uuid.uuid4().hex[:12]}"
+    schemas.append(name)
+    return name
+
+
+@pytest.fixture
+async def admin(pg_url: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    """A plain autocommit connection for looking behind the store's back."""
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        yield conn
+
+
+@pytest.fixture
+async def stores(pg_url: str, schema: str) -> AsyncIterator[list[alkstore.Store]]:
+    """Stores opened by a test on its schema (append to the list); all closed at teardown."""
+    opened: list[alkstore.Store] = []
+    yield opened
+    for store in opened:
+        await store.close()
+
+
+async def _open(
+    stores: list[alkstore.Store], url: str, schema: str, **options: Any
+) -> alkstore.Store:
+    store = await alkstore.connect(url, schema=schema, **options)
+    stores.append(store)
+    return store
+
+
+def _engine(store: alkstore.Store) -> PostgresEngine:
+    engine = store._engine
+    assert isinstance(engine, PostgresEngine)
+    return engine
+
+
+def _spawn(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(WORKERS), *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _start_together(procs: list[subprocess.Popen[str]]) -> None:
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+
+
+def _finish(proc: subprocess.Popen[str]) -> str:
+    out, _ = proc.communicate(timeout=100)
+    assert proc.returncode == 0, out
+    return out
+
+
+# -- exactly once, under real concurrency ----------------------------------------------
+@pytest.mark.slow
+async def test_eight_processes_drain_ten_thousand_jobs_exactly_once(
+    pg_url: str, schema: str, stores: list[alkstore.Store]
+) -> None:
+    store = await _open(stores, pg_url, schema)
+    q = store.queue("drain", QueueOpts(visibility_timeout_s=120))
+    ids: list[int] = []
+    for start in range(0, 10_000, 1000):
+        ids += await q.enqueue_many([f"job-{i}" for i in range(start, start + 1000)])
+
+    procs = [_spawn("drain", pg_url, schema, "drain", f"p{i}") for i in range(8)]
+    _start_together(procs)
+    claims = [claim for proc in procs for claim in json.loads(_finish(proc))]
+
+    claimed = Counter(job_id for job_id, _, _ in claims)
+    doubles = {job_id: n for job_id, n in claimed.items() if n > 1}
+    assert doubles == {}, f"double claims: {list(doubles)[:10]}"
+    assert set(claimed) == set(ids), f"lost: {sorted(set(ids) - set(claimed))[:10]}"
+    assert all(attempts == 1 for _, attempts, _ in claims)
+    assert len({claimer for _, _, claimer in claims}) > 1  # the work really was shared
+    assert await store.admin().stats() == []  # nothing left, live or dead
+
+
+async def test_a_claim_never_returns_more_than_n_under_concurrency(
+    pg_url: str, schema: str, stores: list[alkstore.Store]
+) -> None:
+    store = await _open(stores, pg_url, schema, pool_max=8)
+    q = store.queue("bounded", QueueOpts(visibility_timeout_s=120))
+    for _ in range(6):
+        await q.enqueue_many([b"x"] * 1000)
+    seen: list[int] = []
+
+    async def claimer(n: int) -> None:
+        while True:
+            handles = await q.claim_batch(f"w{n}", n)
+            assert len(handles) <= n
+            if not handles:
+                return
+            seen.extend(h.job.id for h in handles)
+
+    await asyncio.gather(*(claimer(n) for n in (1, 3, 10, 64, 250, 999, 1000, 5)))
+    assert len(seen) == len(set(seen)) == 6000
+
+
+async def test_the_claim_walks_the_partial_claim_index(
+    pg_url: str, schema: str, stores: list[alkstore.Store], admin: psycopg.AsyncConnection[Any]
+) -> None:
+    store = await _open(stores, pg_url, schema)
+    q = store.queue("plan")
+    for _ in range(20):
+        await q.enqueue_many([b"x"] * 1000)
+    await admin.execute(
+        sql.SQL("ANALYZE {}.alk_jobs").format(sql.Identifier(schema))  # as autovacuum would
+    )
+    claim = _engine(store).q["claim"]
+    async with admin.transaction(force_rollback=True):
+        cur = await admin.execute(
+            b"EXPLAIN (ANALYZE, COSTS OFF) " + claim, {"queue": "plan", "worker": "w", "n": 100}
+        )
+        plan = "\n".join(row[0] for row in await cur.fetchall())
+    assert "Index Scan using alk_jobs_claim" in plan, plan
+    assert "Seq Scan" not in plan, plan
+
+
+# -- migrations and schemas --------------------------------------------------------------
+@pytest.mark.slow
+async def test_eight_processes_connecting_to_a_new_schema_at_once_migrate_once(
+    pg_url: str, schema: str, admin: psycopg.AsyncConnection[Any]
+) -> None:
+    procs = [_spawn("connect", pg_url, schema) for _ in range(8)]
+    _start_together(procs)
+    assert [_finish(proc).strip() for proc in procs] == ["ok"] * 8
+    cur = await admin.execute(
+        sql.SQL("SELECT version, name FROM {}.alk_migrations ORDER BY version").format(
+            sql.Identifier(schema)
+        )
+    )
+    assert await cur.fetchall() == [(1, "initial")]
+
+
+async def test_migrate_alone_is_idempotent_and_reports_the_version(
+    pg_url: str, schema: str
+) -> None:
+    assert await migrate(pg_url, schema=schema) == 1
+    assert await migrate(pg_url, schema=schema) == 1
+
+
+async def test_a_schema_newer_than_this_alkstore_is_refused(
+    pg_url: str, schema: str, admin: psycopg.AsyncConnection[Any]
+) -> None:
+    await migrate(pg_url, schema=schema)
+    await admin.execute(
+        sql.SQL("INSERT INTO {}.alk_migrations (version, name) VALUES (99, 'future')").format(
+            sql.Identifier(schema)
+        )
+    )
+    with pytest.raises(EngineError, match="newer"):
+        await alkstore.connect(pg_url, schema=schema)
+
+
+async def test_two_schemas_in_one_database_never_see_each_other(
+    pg_url: str, schemas: list[str], stores: list[alkstore.Store]
+) -> None:
+    schemas += ["iso_a_" + uuid.uuid4().hex[:8], "iso_b_" + uuid.uuid4().hex[:8]]
+    a = await _open(stores, pg_url, schemas[-2])
+    b = await _open(stores, pg_url, schemas[-1])
+    job = await a.queue("same").enqueue(b"only in a")
+    assert await b.queue("same").get_job(job) is None
+    assert await b.queue("same").claim_one("w") is None
+    assert await b.queue("same").ack_batch([job]) == 0
+    assert await b.queue("same").cancel(job) is False
+    handle = await a.queue("same").claim_one("w")
+    assert handle is not None and handle.job.payload == b"only in a"
+    assert await b.admin().stats() == []
+
+
+@pytest.mark.parametrize(
+    "bad", ['q"; DROP TABLE alk_jobs; --', "with space", 'quo"te', "_reserved", "", "x" * 64]
+)
+async def test_names_with_quotes_spaces_or_sql_are_rejected_before_any_sql(
+    pg_url: str, schema: str, stores: list[alkstore.Store], bad: str
+) -> None:
+    store = await _open(stores, pg_url, schema)
+    await _engine(store).close()  # any SQL now would raise StoreClosedError, not InvalidNameError
+    with pytest.raises(InvalidNameError):
+        store.queue(bad)
+    with pytest.raises(InvalidNameError):
+        await store.notify(bad, "")
+    with pytest.raises(InvalidNameError):
+        store.listen(bad)
+    with pytest.raises(InvalidNameError):
+        await store.wake(bad)
+
+
+@pytest.mark.parametrize("bad", ['x"; DROP SCHEMA public; --', "with space", 'Quo"te', ""])
+async def test_schema_names_with_quotes_spaces_or_sql_are_rejected_before_connecting(
+    bad: str,
+) -> None:
+    # An unreachable URL: reaching the network at all would raise EngineError instead.
+    with pytest.raises(InvalidNameError):
+        await alkstore.connect("postgresql://nobody@127.0.0.1:1/none", schema=bad)
+
+
+async def test_names_that_need_quoting_round_trip_through_listen_and_notify(
+    pg_url: str, schema: str, stores: list[alkstore.Store]
+) -> None:
+    store = await _open(stores, pg_url, schema)
+    channel = "Mixed.Case:with-dash"
+    async with store.listen(channel) as sub:
+        await store.notify(channel, 'it\'s "quoted"')
+        note = await asyncio.wait_for(sub.__anext__(), 30)
+    assert note == alkstore.Notification(channel, 'it\'s "quoted"')
+
+
+# -- LISTEN across reconnects -------------------------------------------------------------
+async def test_listen_survives_termination_of_its_connection(
+    pg_url: str, schema: str, stores: list[alkstore.Store], admin: psycopg.AsyncConnection[Any]
+) -> None:
+    consumer = await _open(stores, pg_url, schema)
+    producer = await _open(stores, pg_url, schema)
+    q = consumer.queue("wakes")
+    got: asyncio.Queue[bytes] = asyncio.Queue()
+
+    async def consume() -> None:
+        # A re-poll interval far beyond the test timeout: only wakes and gaps move it.
+        async for handle in q.jobs("consumer", poll_interval_s=3600):
+            await got.put(handle.job.payload)
+            await handle.ack()
+
+    # The consumer calls next_wake_in right before it goes to sleep: a spy tells us it is idle.
+    engine = _engine(consumer)
+    idle = asyncio.Event()
+    next_wake_in = engine.next_wake_in
+
+    async def spy(queue: str) -> float | None:
+        due = await next_wake_in(queue)
+        idle.set()
+        return due
+
+    engine.next_wake_in = spy  # type: ignore[method-assign]
+    task = asyncio.create_task(consume())
+    try:
+        await producer.queue("wakes").enqueue(b"before")
+        assert await asyncio.wait_for(got.get(), 30) == b"before"
+        idle.clear()
+        await asyncio.wait_for(idle.wait(), 30)
+        listener = _engine(consumer)._listener
+        assert listener is not None and listener.backend_pid is not None
+        old_pid = listener.backend_pid
+
+        # A job committed with no wake at all, then the listener's connection dies:
+        # only the gap after the reconnect can make the consumer look again.
+        async with await psycopg.AsyncConnection.connect(pg_url) as conn:
+            await producer.queue("wakes").enqueue_on(conn, b"silent")
+        await admin.execute("SELECT pg_terminate_backend(%s)", [old_pid])
+        assert await asyncio.wait_for(got.get(), 30) == b"silent"
+        assert listener.reconnects >= 1 and listener.backend_pid != old_pid
+
+        await producer.queue("wakes").enqueue(b"after")  # a wake after the reconnect arrives
+        assert await asyncio.wait_for(got.get(), 30) == b"after"
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_poll_only_mode_still_delivers_jobs_by_re_polling(
+    pg_url: str, schema: str, stores: list[alkstore.Store]
+) -> None:
+    consumer = await _open(stores, pg_url, schema, listen="off", prepare="off")
+    producer = await _open(stores, pg_url, schema)
+    assert _engine(consumer).settings.listen is False
+    q = consumer.queue("polled")
+    got = []
+
+    async def consume() -> None:
+        async for handle in q.jobs("consumer", poll_interval_s=0.05):
+            got.append(handle.job.payload)
+            assert await handle.ack()
+            if len(got) == 3:
+                return
+
+    task = asyncio.create_task(consume())
+    for payload in (b"1", b"2", b"3"):
+        await producer.queue("polled").enqueue(payload)
+    await asyncio.wait_for(task, 60)
+    assert got == [b"1", b"2", b"3"]
+    assert _engine(consumer)._listener is None  # nothing ever LISTENed
+
+
+# -- connection loss ----------------------------------------------------------------------
+async def test_a_killed_connection_raises_engine_error_and_the_next_operation_works(
+    pg_url: str, schema: str, stores: list[alkstore.Store], admin: psycopg.AsyncConnection[Any]
+) -> None:
+    app = f"alk_kill_{uuid.uuid4().hex[:8]}"
+    store = await _open(stores, f"{pg_url}?application_name={app}", schema, pool_min=1, pool_max=1)
+    q = store.queue("loss")
+    job = await q.enqueue(b"x")
+    await admin.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+        [app],
+    )
+    with pytest.raises(EngineError) as caught:
+        await q.get_job(job)
+    assert isinstance(caught.value.__cause__, psycopg.OperationalError)
+    for _ in range(50):  # the pool replaces the connection in the background
+        try:
+            found = await q.get_job(job)
+            break
+        except EngineError:
+            await asyncio.sleep(0.1)
+    assert found is not None and found.payload == b"x"
+    assert (await q.claim_one("w")) is not None
+
+
+# -- transactions -----------------------------------------------------------------------
+async def test_a_callers_own_transaction_rolled_back_leaves_no_job(
+    pg_url: str, schema: str, stores: list[alkstore.Store]
+) -> None:
+    store = await _open(stores, pg_url, schema)
+    q = store.queue("outbox")
+    async with await psycopg.AsyncConnection.connect(pg_url) as conn:
+        with pytest.raises(RuntimeError):
+            async with conn.transaction():
+                job = await q.enqueue_on(conn, {"order": 1})
+                many = await q.enqueue_many_on(conn, [b"a", b"b"])
+                assert many == [job + 1, job + 2]
+                raise RuntimeError("the caller's own failure")
+    assert await q.get_job(job) is None
+    assert await q.claim_one("w") is None
+
+
+async def test_a_callers_own_transaction_committed_leaves_the_job_and_store_wake_wakes(
+    pg_url: str, schema: str, stores: list[alkstore.Store]
+) -> None:
+    store = await _open(stores, pg_url, schema)
+    listener = await _open(stores, pg_url, schema)
+    q = store.queue("outbox")
+    async with listener.listen("outbox") as sub:
+        async with await psycopg.AsyncConnection.connect(pg_url) as conn:
+            async with conn.transaction():
+                await conn.execute("CREATE TEMP TABLE orders (id int)")
+                await conn.execute("INSERT INTO orders VALUES (42)")
+                job = await q.enqueue_on(conn, {"order": 42})
+                job_invisible = await q.get_job(job)  # another connection: not yet committed
+            await store.wake("outbox")
+        note = await asyncio.wait_for(sub.__anext__(), 30)
+    assert job_invisible is None
+    assert note == alkstore.Notification("outbox", "")
+    handle = await q.claim_one("w")
+    assert handle is not None and handle.job.json() == {"order": 42}
+
+
+async def test_enqueue_on_takes_a_blocking_connection_in_the_sync_facade(
+    pg_url: str, schema: str
+) -> None:
+    from alkstore import sync
+
+    def work() -> bytes:
+        with sync.connect(pg_url, schema=schema) as store, psycopg.connect(pg_url) as conn:
+            q = store.queue("sync-outbox")
+            with pytest.raises(InvalidArgumentError):
+                q.enqueue_on(object(), b"x")
+            q.enqueue_on(conn, b"from sync")
+            conn.commit()
+            store.wake("sync-outbox")
+            handle = q.claim_one("w")
+            assert handle is not None
+            return handle.job.payload
+
+    assert await asyncio.to_thread(work) == b"from sync"
+
+
+async def test_store_transaction_wakes_only_after_commit(
+    pg_url: str, schema: str, stores: list[alkstore.Store]
+) -> None:
+    store = await _open(stores, pg_url, schema)
+    listener = await _open(stores, pg_url, schema)
+    async with listener.listen("tx-q") as sub:
+        with pytest.raises(RuntimeError):
+            async with store.transaction() as tx:
+                await tx.queue("tx-q").enqueue(b"rolled back")
+                raise RuntimeError
+        async with store.transaction() as tx:
+            job = await tx.queue("tx-q").enqueue(b"committed")
+            rows = await tx.execute(
+                sql.SQL("SELECT count(*) FROM {}.alk_jobs")
+                .format(sql.Identifier(schema))
+                .as_string(),
+                None,
+            )
+            assert rows == [(1,)]  # our own insert, inside our transaction
+        note = await asyncio.wait_for(sub.__anext__(), 30)
+    assert note.channel == "tx-q"
+    handle = await store.queue("tx-q").claim_one("w")
+    assert handle is not None and handle.job.id == job
+
+
+# -- wakes and options ------------------------------------------------------------------
+async def test_wakes_of_a_burst_are_coalesced_and_the_trailing_one_arrives(
+    pg_url: str, schema: str, stores: list[alkstore.Store]
+) -> None:
+    store = await _open(stores, pg_url, schema, wake_coalesce_ms=50)
+    listener = await _open(stores, pg_url, schema)
+    q = store.queue("burst")
+    async with listener.listen("burst") as sub:
+        for i in range(200):
+            await q.enqueue(i)
+        await asyncio.wait_for(sub.__anext__(), 30)
+        waker = _engine(store)._waker
+        assert waker is not None
+        await waker.close()  # flushes the trailing wake
+        assert 1 <= waker.sent < 200
+    assert await listener.queue("burst").claim_batch("w", 500) != []
+
+
+@pytest.mark.parametrize("mode", ["on", "off"])
+async def test_wake_modes(
+    pg_url: str, schema: str, stores: list[alkstore.Store], mode: str
+) -> None:
+    store = await _open(stores, pg_url, schema, wake=mode)
+    listener = await _open(stores, pg_url, schema)
+    async with listener.listen("modes") as sub:
+        await store.queue("modes").enqueue(b"x")
+        await store.notify("modes", "marker")  # always sent: orders what came before it
+        notes = [await asyncio.wait_for(sub.__anext__(), 30)]
+        if notes[0].payload == "":
+            notes.append(await asyncio.wait_for(sub.__anext__(), 30))
+    expected = ["", "marker"] if mode == "on" else ["marker"]
+    assert [n.payload for n in notes] == expected
+
+
+def test_unknown_options_are_rejected_by_name(pg_url: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="pool_maks"):
+        PostgresEngine.from_url(pg_url, "s", {"pool_maks": 3})
+    with pytest.raises(InvalidArgumentError, match="bogus"):
+        PostgresEngine.from_url(pg_url + "?bogus=1", "s", {})
+    with pytest.raises(InvalidArgumentError, match="wake"):
+        PostgresEngine.from_url(pg_url, "s", {"wake": "sometimes"})
+    with pytest.raises(InvalidArgumentError, match="pool_max"):
+        PostgresEngine.from_url(pg_url + "?pool_min=5&pool_max=2", "s", {})
+
+
+def test_pool_size_comes_from_the_url_and_alkstore_options_never_reach_libpq(
+    pg_url: str,
+) -> None:
+    engine = PostgresEngine.from_url(
+        pg_url + "?pool_min=2&pool_max=7&connect_timeout=5&wake=off", "s", {"pool_max": 9}
+    )
+    assert (engine.settings.pool_min, engine.settings.pool_max) == (2, 9)  # keywords win
+    assert engine.settings.wake == "off"
+    assert engine.settings.conninfo.endswith("?connect_timeout=5")
+
+
+async def test_every_operation_after_close_raises_store_closed(pg_url: str, schema: str) -> None:
+    store = await alkstore.connect(pg_url, schema=schema)
+    engine = _engine(store)
+    await store.close()
+    await store.close()  # idempotent
+    with pytest.raises(alkstore.StoreClosedError):
+        await engine.claim("q", "w", 1)
+    with pytest.raises(alkstore.StoreClosedError):
+        await engine.begin()
