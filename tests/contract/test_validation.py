@@ -279,3 +279,15 @@ async def test_extreme_run_at_can_be_read_back(
     q = store.queue(qname)
     job = await q.get_job(await q.enqueue(b"", EnqueueOpts(run_at=at)))
     assert job is not None and abs((job.run_at - at).total_seconds()) < 1e-3
+
+
+@pytest.mark.parametrize("schema", ["Bad", "a-b", "1abc", "", 'x"; drop'])
+async def test_connect_rejects_a_bad_schema_name(target, schema: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(InvalidNameError):
+        await alkstore.connect(target.url, schema=schema)
+
+
+@pytest.mark.parametrize("url", ["mysql://x/y", "sqlite://host/x.db", "sqlite://", "nope", ""])
+async def test_connect_rejects_a_bad_url(url: str) -> None:
+    with pytest.raises(InvalidArgumentError):
+        await alkstore.connect(url)
