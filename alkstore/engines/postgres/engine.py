@@ -107,6 +107,14 @@ class PostgresEngine:
         )
         return conn
 
+    async def _wake_connection(self) -> Conn:
+        conn = await self.connect()
+        # A wake is best-effort and carries no data, so its commit need not wait
+        # for the WAL flush (a NOTIFY transaction writes a commit record): the
+        # notification goes out at commit either way, ~1 ms sooner.
+        await conn.execute("SET synchronous_commit TO off")
+        return conn
+
     @staticmethod
     async def _configure(conn: Conn) -> None:
         # Times come back as UTC; binary timestamptz is an absolute instant, so
@@ -197,7 +205,7 @@ class PostgresEngine:
             name=f"alkstore-{self.schema}",
         )
         await self._pool.open(wait=False)
-        self._waker = Waker(self.connect, self.q["wake"], settings.wake_coalesce_s)
+        self._waker = Waker(self._wake_connection, self.q["wake"], settings.wake_coalesce_s)
 
     async def close(self) -> None:
         if self._closed:

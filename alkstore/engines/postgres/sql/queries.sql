@@ -36,7 +36,7 @@ SELECT %(queue)s::text, p, %(priority)s::integer,
        COALESCE(%(run_at)s::timestamptz, now() + make_interval(secs => %(delay)s::float8)),
        now(), %(max_attempts)s::integer, %(visibility)s::float8, %(retry_base)s::float8,
        now() + make_interval(secs => %(expires_in)s::float8)
-FROM unnest(%(payloads)s::bytea[]) AS p
+FROM unnest(%(payloads)b::bytea[]) AS p
 RETURNING id;
 
 -- name: claim
@@ -159,7 +159,7 @@ FROM fenced WHERE j.id = fenced.id;
 -- Every listed row of this queue that is processing with an unexpired claim
 -- (driven by the primary key; the predicate is re-checked on each locked row).
 DELETE FROM {schema}.alk_jobs
-WHERE id = ANY(%(ids)s::bigint[]) AND queue = %(queue)s AND state = 'processing'
+WHERE id = ANY(%(ids)b::bigint[]) AND queue = %(queue)s AND state = 'processing'
   AND claim_expires_at >= now();
 
 -- name: cancel
