@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 from psycopg.rows import TupleRow, tuple_row
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from alkstore.core.job import Row
 from alkstore.core.options import Stamps
@@ -130,7 +130,11 @@ class PostgresEngine:
         """The one translation point of driver errors."""
         if self._closed:
             return StoreClosedError(f"store on schema {self.schema!r} is closed")
-        if isinstance(error, psycopg.OperationalError) and self._pool is not None:
+        if (
+            isinstance(error, psycopg.OperationalError)
+            and not isinstance(error, PoolTimeout)  # a busy pool, not a dead connection
+            and self._pool is not None
+        ):
             # A connection died (or the server restarted): the pool drops the
             # broken one on return; check the idle ones too, so the next
             # operation does not pick up another dead connection.
