@@ -79,8 +79,9 @@ class Engine(Protocol):
     async def claim(self, queue: str, worker_id: str, n: int) -> list[Row]:
         """Pre-claim exhausted sweep plus claim of up to ``n`` rows, in one atomic unit."""
 
-    async def ack(self, queue: str, job_id: int, attempts: int) -> bool:
-        """Delete the fenced row."""
+    async def ack_many(self, items: Sequence[tuple[str, int, int]]) -> set[tuple[int, int]]:
+        """Delete each fenced ``(queue, job_id, attempts)`` row in one transaction;
+        return the ``(job_id, attempts)`` pairs that were deleted."""
 
     async def retry(
         self, queue: str, job_id: int, attempts: int, delay_s: float, error: str | None

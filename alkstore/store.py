@@ -27,6 +27,7 @@ from alkstore.errors import (
     InvalidArgumentError,
     StoreClosedError,
 )
+from alkstore.group_ack import AckGroup
 from alkstore.subscription import ListenerHub, Subscription
 
 if TYPE_CHECKING:
@@ -93,6 +94,7 @@ class Store:
         self._engine = engine
         self.url = url
         self._hub = ListenerHub(engine)
+        self._acks = AckGroup(engine)
         self._closed = False
         self._forked = False
         _live_stores.add(self)
@@ -354,9 +356,9 @@ class JobHandle:
 
     async def ack(self) -> bool:
         """Delete the job: it is done."""
-        engine = self._start()
+        self._start()
         job = self.job
-        done = await engine.ack(self._queue.name, job.id, job.attempts)
+        done = await self._queue._store._acks.ack(self._queue.name, job.id, job.attempts)
         self._consumed = True
         return done
 

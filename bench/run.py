@@ -22,8 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import alkstore  # noqa: E402
-from common import (  # noqa: E402
+from common import (
     Target,
     engine_home,
     fresh_target,
@@ -32,6 +31,8 @@ from common import (  # noqa: E402
     postgres_available,
     render_table,
 )
+
+import alkstore
 
 QUEUE = "bench"
 

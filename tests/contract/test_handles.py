@@ -375,3 +375,25 @@ async def test_bad_retry_delays_are_rejected(
     with pytest.raises(InvalidArgumentError):
         await handle.retry(delay_s=delay)  # type: ignore[arg-type]
     assert not handle.consumed
+
+
+async def test_concurrent_acks_share_a_commit_but_each_stays_fenced(
+    store: alkstore.Store, qname: str
+) -> None:
+    # Acks issued at the same moment are group-committed; each must still get
+    # its own answer: stale handles (same ids, older attempt) refused, fresh ones
+    # and another queue's accepted.
+    q = store.queue(qname, QueueOpts(visibility_timeout_s=SHORT))
+    other = store.queue(qname + "-other")
+    await q.enqueue_many([{"n": i} for i in range(10)])
+    await other.enqueue(b"o")
+    stale = await q.claim_batch("old", 10)
+    await asyncio.sleep(LAPSE)
+    fresh = await q.claim_batch("new", 10)
+    assert sorted(h.job.id for h in fresh) == sorted(h.job.id for h in stale)
+    foreign = await claim(other)
+    results = await asyncio.gather(*(h.ack() for h in [*stale, foreign, *fresh]))
+    assert results == [False] * 10 + [True] + [True] * 10
+    assert await q.claim_one("w") is None
+    for h in fresh:
+        assert await q.get_job(h.job.id) is None

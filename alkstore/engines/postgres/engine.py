@@ -295,9 +295,17 @@ class PostgresEngine:
             rows.sort(key=_claim_order)
         return rows
 
-    async def ack(self, queue: str, job_id: int, attempts: int) -> bool:
-        params = {"id": job_id, "queue": queue, "attempts": attempts}
-        return await self._rowcount("ack", params) > 0
+    async def ack_many(self, items: Sequence[tuple[str, int, int]]) -> set[tuple[int, int]]:
+        if len(items) == 1:
+            queue, job_id, attempts = items[0]
+            params = {"id": job_id, "queue": queue, "attempts": attempts}
+            return {(job_id, attempts)} if await self._rowcount("ack", params) else set()
+        columns = {
+            "queues": [item[0] for item in items],
+            "ids": [item[1] for item in items],
+            "attempts": [item[2] for item in items],
+        }
+        return {(row[0], row[1]) for row in await self._fetchall("ack_many", columns)}
 
     async def retry(
         self, queue: str, job_id: int, attempts: int, delay_s: float, error: str | None

@@ -318,9 +318,21 @@ class SqliteEngine:
     def _exec_count(conn: sqlite3.Connection, name: str, params: dict[str, Any]) -> int:
         return conn.execute(Q[name], params).rowcount
 
-    async def ack(self, queue: str, job_id: int, attempts: int) -> bool:
-        params = self._fenced(queue, job_id, attempts)
-        return bool(await self._call(self._write, self._exec_count, "ack", params))
+    @staticmethod
+    def _ack_unit(
+        conn: sqlite3.Connection, items: Sequence[tuple[str, int, int]]
+    ) -> set[tuple[int, int]]:
+        now = time.time()
+        acked = set()
+        ack = Q["ack"]
+        for queue, job_id, attempts in items:
+            params = {"id": job_id, "queue": queue, "attempts": attempts, "now": now}
+            if conn.execute(ack, params).rowcount:
+                acked.add((job_id, attempts))
+        return acked
+
+    async def ack_many(self, items: Sequence[tuple[str, int, int]]) -> set[tuple[int, int]]:
+        return await self._call(self._write, self._ack_unit, items)
 
     async def retry(
         self, queue: str, job_id: int, attempts: int, delay_s: float, error: str | None

@@ -108,6 +108,23 @@ WITH fenced AS MATERIALIZED (
 )
 DELETE FROM {schema}.alk_jobs AS j USING fenced WHERE j.id = fenced.id;
 
+-- name: ack_many
+-- The fenced delete of many claims at once (the store's group-committed
+-- JobHandle.ack): each (queue, id, attempts) row is re-read FOR UPDATE under
+-- the same fencing predicate as `ack`, locked in id order so two batches can
+-- never deadlock, and deleted in one statement; RETURNING says which made it.
+WITH fenced AS MATERIALIZED (
+    SELECT j.id FROM {schema}.alk_jobs AS j
+    JOIN unnest(%(ids)s::bigint[], %(attempts)s::integer[], %(queues)s::text[])
+         AS f(id, attempts, queue) ON j.id = f.id
+    WHERE j.queue = f.queue AND j.state = 'processing' AND j.attempts = f.attempts
+      AND j.claim_expires_at >= now()
+    ORDER BY j.id
+    FOR UPDATE OF j
+)
+DELETE FROM {schema}.alk_jobs AS j USING fenced WHERE j.id = fenced.id
+RETURNING j.id, j.attempts;
+
 -- name: retry
 -- Fenced: back to pending at now() + :delay with the caller's error; claimant cleared.
 WITH fenced AS MATERIALIZED (
