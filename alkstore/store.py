@@ -185,38 +185,53 @@ class Store:
         return f"<alkstore.Store {self.url!r} {state}>"
 
 
-class Queue:
-    """Operations on one queue; every one is scoped to this queue's name."""
+class _Enqueuing:
+    """``enqueue`` and ``enqueue_many``, shared by Queue and TxQueue: each names its writer."""
 
-    __slots__ = ("_stamps", "_store", "name", "opts")
+    __slots__ = ("_stamps", "name", "opts")
 
-    def __init__(self, store: Store, name: str, opts: QueueOpts) -> None:
-        self._store = store
+    def __init__(self, name: str, opts: QueueOpts) -> None:
         self.name = name
         self.opts = opts
         self._stamps = resolve(opts, None)
+
+    def _writer(self) -> Engine | EngineTransaction:
+        raise NotImplementedError
 
     def _resolve(self, opts: EnqueueOpts | None) -> Stamps:
         return self._stamps if opts is None else resolve(self.opts, opts)
 
     async def enqueue(self, payload: object, opts: EnqueueOpts | None = None) -> int:
-        """Commit one job and wake the queue's consumers; returns its id."""
-        engine = self._store._check()
+        """Write one job and wake the queue's consumers (on commit); returns its id."""
+        writer = self._writer()
         stamps = self._resolve(opts)
         data = payload if type(payload) is bytes else encode_payload(payload)
-        ids = await engine.enqueue(self.name, (data,), stamps)
+        ids = await writer.enqueue(self.name, (data,), stamps)
         return ids[0]
 
     async def enqueue_many(
         self, payloads: Iterable[object], opts: EnqueueOpts | None = None
     ) -> list[int]:
-        """Commit many jobs in one transaction and one round trip, with one wake."""
-        engine = self._store._check()
+        """Write many jobs in one transaction and one round trip, with one wake."""
+        writer = self._writer()
         stamps = self._resolve(opts)
         data = _encode_many(payloads)
         if not data:
             return []
-        return await engine.enqueue(self.name, data, stamps)
+        return await writer.enqueue(self.name, data, stamps)
+
+
+class Queue(_Enqueuing):
+    """Operations on one queue; every one is scoped to this queue's name."""
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: Store, name: str, opts: QueueOpts) -> None:
+        super().__init__(name, opts)
+        self._store = store
+
+    def _writer(self) -> Engine:
+        return self._store._check()
 
     def _outbox(
         self, payloads: Iterable[object], opts: EnqueueOpts | None
@@ -466,32 +481,15 @@ class Transaction:
         await tx.notify(channel, encode_notify_payload(payload))
 
 
-class TxQueue:
-    """A queue handle bound to a transaction: enqueues are invisible until commit."""
+class TxQueue(_Enqueuing):
+    """A queue handle bound to a transaction: enqueues are invisible until commit,
+    and their wake is sent only on commit."""
 
-    __slots__ = ("_stamps", "_tx", "name", "opts")
+    __slots__ = ("_tx",)
 
     def __init__(self, tx: Transaction, name: str, opts: QueueOpts) -> None:
+        super().__init__(name, opts)
         self._tx = tx
-        self.name = name
-        self.opts = opts
-        self._stamps = resolve(opts, None)
 
-    async def enqueue(self, payload: object, opts: EnqueueOpts | None = None) -> int:
-        """Insert one job in the transaction; its wake is sent on commit."""
-        tx = self._tx._open()
-        stamps = self._stamps if opts is None else resolve(self.opts, opts)
-        data = payload if type(payload) is bytes else encode_payload(payload)
-        ids = await tx.enqueue(self.name, (data,), stamps)
-        return ids[0]
-
-    async def enqueue_many(
-        self, payloads: Iterable[object], opts: EnqueueOpts | None = None
-    ) -> list[int]:
-        """Insert many jobs in the transaction; one wake on commit."""
-        tx = self._tx._open()
-        stamps = self._stamps if opts is None else resolve(self.opts, opts)
-        data = _encode_many(payloads)
-        if not data:
-            return []
-        return await tx.enqueue(self.name, data, stamps)
+    def _writer(self) -> EngineTransaction:
+        return self._tx._open()
