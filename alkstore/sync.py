@@ -162,22 +162,30 @@ class Store:
         self.close()
 
 
-class Queue:
-    """The blocking twin of :class:`alkstore.Queue`."""
+class _Enqueuing:
+    """Blocking ``enqueue`` / ``enqueue_many`` over an async Queue or TxQueue."""
 
-    def __init__(self, aqueue: _async.Queue, runner: _Runner) -> None:
-        self._async = aqueue
+    def __init__(self, aqueue: _async.Queue | _async.TxQueue, runner: _Runner) -> None:
+        self._async_enqueuing = aqueue
         self._runner = runner
         self.name = aqueue.name
         self.opts = aqueue.opts
 
     def enqueue(self, payload: object, opts: EnqueueOpts | None = None) -> int:
-        return self._runner.run(self._async.enqueue(payload, opts))
+        return self._runner.run(self._async_enqueuing.enqueue(payload, opts))
 
     def enqueue_many(
         self, payloads: Iterable[object], opts: EnqueueOpts | None = None
     ) -> list[int]:
-        return self._runner.run(self._async.enqueue_many(payloads, opts))
+        return self._runner.run(self._async_enqueuing.enqueue_many(payloads, opts))
+
+
+class Queue(_Enqueuing):
+    """The blocking twin of :class:`alkstore.Queue`."""
+
+    def __init__(self, aqueue: _async.Queue, runner: _Runner) -> None:
+        super().__init__(aqueue, runner)
+        self._async = aqueue
 
     def enqueue_on(self, conn: Any, payload: object, opts: EnqueueOpts | None = None) -> int:
         """Insert one job inside the transaction your blocking ``psycopg.Connection`` holds.
@@ -293,21 +301,8 @@ class Transaction:
         self._runner.run(self._async.notify(channel, payload))
 
 
-class TxQueue:
+class TxQueue(_Enqueuing):
     """The blocking twin of :class:`alkstore.TxQueue`."""
-
-    def __init__(self, aqueue: _async.TxQueue, runner: _Runner) -> None:
-        self._async = aqueue
-        self._runner = runner
-        self.name = aqueue.name
-
-    def enqueue(self, payload: object, opts: EnqueueOpts | None = None) -> int:
-        return self._runner.run(self._async.enqueue(payload, opts))
-
-    def enqueue_many(
-        self, payloads: Iterable[object], opts: EnqueueOpts | None = None
-    ) -> list[int]:
-        return self._runner.run(self._async.enqueue_many(payloads, opts))
 
 
 class Subscription:
