@@ -100,9 +100,10 @@ RETURNING j.id, j.queue, j.payload, j.state, j.priority, j.run_at, j.created_at,
 -- passed): if another transaction holds the row (a racing reclaim), it waits,
 -- then re-checks the predicate on the row's newest version, so a stale handle
 -- sees 0 rows. The same shape fences retry, heartbeat and the dead-letter move.
+-- `state || ''` keeps the lookup on the primary key (see ack_batch).
 WITH fenced AS MATERIALIZED (
     SELECT id FROM {schema}.alk_jobs
-    WHERE id = %(id)s AND queue = %(queue)s AND state = 'processing'
+    WHERE id = %(id)s AND queue = %(queue)s AND (state || '') = 'processing'
       AND attempts = %(attempts)s AND claim_expires_at >= now()
     FOR UPDATE
 )
@@ -129,7 +130,7 @@ RETURNING j.id, j.attempts;
 -- Fenced: back to pending at now() + :delay with the caller's error; claimant cleared.
 WITH fenced AS MATERIALIZED (
     SELECT id FROM {schema}.alk_jobs
-    WHERE id = %(id)s AND queue = %(queue)s AND state = 'processing'
+    WHERE id = %(id)s AND queue = %(queue)s AND (state || '') = 'processing'
       AND attempts = %(attempts)s AND claim_expires_at >= now()
     FOR UPDATE
 )
@@ -144,7 +145,7 @@ FROM fenced WHERE j.id = fenced.id;
 -- three commit together or not at all (never in both tables, never in neither).
 WITH fenced AS MATERIALIZED (
     SELECT id FROM {schema}.alk_jobs
-    WHERE id = %(id)s AND queue = %(queue)s AND state = 'processing'
+    WHERE id = %(id)s AND queue = %(queue)s AND (state || '') = 'processing'
       AND attempts = %(attempts)s AND claim_expires_at >= now()
     FOR UPDATE
 ), moved AS (
@@ -163,7 +164,7 @@ FROM moved;
 -- Fenced absolute reset of the claim deadline (not additive).
 WITH fenced AS MATERIALIZED (
     SELECT id FROM {schema}.alk_jobs
-    WHERE id = %(id)s AND queue = %(queue)s AND state = 'processing'
+    WHERE id = %(id)s AND queue = %(queue)s AND (state || '') = 'processing'
       AND attempts = %(attempts)s AND claim_expires_at >= now()
     FOR UPDATE
 )
@@ -173,10 +174,15 @@ SET claim_expires_at = now() + make_interval(
 FROM fenced WHERE j.id = fenced.id;
 
 -- name: ack_batch
--- Every listed row of this queue that is processing with an unexpired claim
--- (driven by the primary key; the predicate is re-checked on each locked row).
+-- Every listed row of this queue that is processing with an unexpired claim.
+-- Driven by the primary key only: `state || ''` hides the partial-index
+-- predicate from the planner (like SQLite's unary +). Otherwise, with stale
+-- statistics, it ANDs in a bitmap scan of alk_jobs_processing over (queue,
+-- claim_expires_at >= now()), a range that holds the dead entries of every
+-- row acked within the last visibility timeout: it grew with each batch and
+-- made a drain slow down as it went.
 DELETE FROM {schema}.alk_jobs
-WHERE id = ANY(%(ids)b::bigint[]) AND queue = %(queue)s AND state = 'processing'
+WHERE id = ANY(%(ids)b::bigint[]) AND queue = %(queue)s AND (state || '') = 'processing'
   AND claim_expires_at >= now();
 
 -- name: cancel
@@ -224,7 +230,7 @@ SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM purged);
 -- claimable: a delayed row falls due, or a claim lapses. NULL if nothing is waiting.
 SELECT EXTRACT(EPOCH FROM (min(t) - now()))::float8 FROM (
     (SELECT min(run_at) AS t FROM {schema}.alk_jobs
-     WHERE queue = %(queue)s AND state = 'pending' AND run_at > now())
+     WHERE queue = %(queue)s AND state = 'pending' AND run_at > now() AND run_at > created_at)
     UNION ALL
     (SELECT min(claim_expires_at) FROM {schema}.alk_jobs
      WHERE queue = %(queue)s AND state = 'processing' AND claim_expires_at >= now())

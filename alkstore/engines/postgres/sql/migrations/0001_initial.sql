@@ -54,9 +54,15 @@ CREATE INDEX alk_jobs_claim ON {schema}.alk_jobs (queue, priority DESC, run_at, 
     WHERE state = 'pending';
 
 -- The earliest delayed row of a queue (the wake loop's "next due" timer):
--- min(run_at) over pending rows, which the claim index (priority first)
--- cannot answer without walking every priority.
-CREATE INDEX alk_jobs_due ON {schema}.alk_jobs (queue, run_at) WHERE state = 'pending';
+-- min(run_at) over future pending rows, which the claim index (priority
+-- first) cannot answer without walking every priority. A pending row due in
+-- the future always has run_at > created_at, so only delayed and retried rows
+-- are in this index: plain enqueues never write to it. The predicate also keeps
+-- the planner from using it for the claim (the claim's WHERE does not imply
+-- it): with stale statistics a (queue, run_at) index over all pending rows was
+-- chosen for the claim, which then sorted the whole backlog.
+CREATE INDEX alk_jobs_due ON {schema}.alk_jobs (queue, run_at)
+    WHERE state = 'pending' AND run_at > created_at;
 
 -- In-flight rows by deadline: the reclaim arm of the claim, the pre-claim
 -- exhausted sweep and the "next lapse" timer all ask for processing rows of a
