@@ -48,9 +48,9 @@ def is_storable_text(text: str) -> bool:
 
 def check_schema(schema: object) -> str:
     """Return ``schema`` if it is a plain lower-case SQL identifier, else raise InvalidNameError."""
-    if type(schema) is not str or _SCHEMA.fullmatch(schema) is None:
+    if type(schema) is not str or _SCHEMA.fullmatch(schema) is None or schema.startswith("pg_"):
         raise InvalidNameError(
             f"invalid schema {schema!r}: use 1-63 characters of a-z 0-9 _ "
-            "not beginning with a digit"
+            "not beginning with a digit or pg_ (reserved by PostgreSQL)"
         )
     return schema

@@ -106,7 +106,7 @@ def test_valid_schemas_are_accepted(schema: str) -> None:
     assert check_schema(schema) == schema
 
 
-@pytest.mark.parametrize("schema", ["", "A", "1a", "a-b", 'a"b', "a" * 64, None])
+@pytest.mark.parametrize("schema", ["", "A", "1a", "a-b", 'a"b', "a" * 64, None, "pg_jobs", "pg_"])
 def test_invalid_schemas_are_rejected(schema: object) -> None:
     with pytest.raises(InvalidNameError):
         check_schema(schema)

@@ -114,11 +114,12 @@ DELETE FROM {schema}.alk_jobs AS j USING fenced WHERE j.id = fenced.id;
 -- JobHandle.ack): each (queue, id, attempts) row is re-read FOR UPDATE under
 -- the same fencing predicate as `ack`, locked in id order so two batches can
 -- never deadlock, and deleted in one statement; RETURNING says which made it.
+-- `state || ''` keeps it on the primary key (see ack_batch).
 WITH fenced AS MATERIALIZED (
     SELECT j.id FROM {schema}.alk_jobs AS j
     JOIN unnest(%(ids)s::bigint[], %(attempts)s::integer[], %(queues)s::text[])
          AS f(id, attempts, queue) ON j.id = f.id
-    WHERE j.queue = f.queue AND j.state = 'processing' AND j.attempts = f.attempts
+    WHERE j.queue = f.queue AND (j.state || '') = 'processing' AND j.attempts = f.attempts
       AND j.claim_expires_at >= now()
     ORDER BY j.id
     FOR UPDATE OF j
