@@ -45,6 +45,22 @@ def _pg_database_url(database: str) -> str:
     return urlunsplit(parts._replace(path="/" + database))
 
 
+def _drop_orphans(admin: Any) -> None:
+    """Drop test databases left by runs that were killed before their teardown
+    (their pid is gone); only for a server on this machine, where pids mean something."""
+    from urllib.parse import urlsplit
+
+    if urlsplit(PG_ADMIN_URL).hostname not in ("127.0.0.1", "localhost", "::1", None):
+        return
+    rows = admin.execute(
+        "SELECT datname FROM pg_database WHERE datname LIKE 'alkstore\\_test\\_%'"
+    ).fetchall()
+    for (datname,) in rows:
+        pid = datname.split("_")[2]
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            admin.execute(f'DROP DATABASE IF EXISTS "{datname}" WITH (FORCE)')
+
+
 @pytest.fixture(scope="session")
 def pg_url() -> Iterator[str]:
     """A fresh database for this test session, dropped at the end."""
@@ -58,6 +74,7 @@ def pg_url() -> Iterator[str]:
         pytest.skip(f"PostgreSQL unreachable at {PG_ADMIN_URL}: {e}")
     name = f"alkstore_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     with admin:
+        _drop_orphans(admin)
         admin.execute(f'CREATE DATABASE "{name}"')
     try:
         yield _pg_database_url(name)
