@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -68,7 +69,9 @@ def main() -> None:
                 try:
                     rates.append(asyncio.run(drain(url, schema, args.jobs, c)))
                 finally:
-                    if suffix == "pg":
+                    if suffix != "pg":
+                        shutil.rmtree(folder, ignore_errors=True)
+                    else:
                         import psycopg
 
                         with psycopg.connect(url, autocommit=True) as conn:
