@@ -88,6 +88,9 @@ class Engine(Protocol):
     ) -> bool:
         """Fenced row back to pending at ``now + delay_s`` with ``last_error``."""
 
+    async def release(self, queue: str, job_id: int, attempts: int) -> bool:
+        """Fenced row back to pending with ``attempts - 1`` (a claim that never ran)."""
+
     async def dead_letter(self, queue: str, job_id: int, attempts: int, error: str) -> bool:
         """Move the fenced row to the dead table in one transaction."""
 

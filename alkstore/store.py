@@ -396,6 +396,15 @@ class JobHandle:
         self._consumed = True
         return done
 
+    async def release(self) -> bool:
+        """Give the claim back unrun: pending again at its place in line, this attempt
+        not counted (for a job claimed ahead and never started)."""
+        engine = self._start()
+        job = self.job
+        done = await engine.release(self._queue.name, job.id, job.attempts)
+        self._consumed = True
+        return done
+
     async def fail(self, error: str | None = None) -> bool:
         """Move the job to the dead-letter table now."""
         engine = self._start()

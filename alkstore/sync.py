@@ -257,6 +257,9 @@ class JobHandle:
     def fail(self, error: str | None = None) -> bool:
         return self._runner.run(self._async.fail(error))
 
+    def release(self) -> bool:
+        return self._runner.run(self._async.release())
+
     def heartbeat(self, extend_s: float | None = None) -> bool:
         return self._runner.run(self._async.heartbeat(extend_s))
 

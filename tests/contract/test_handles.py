@@ -397,3 +397,35 @@ async def test_concurrent_acks_share_a_commit_but_each_stays_fenced(
     assert await q.claim_one("w") is None
     for h in fresh:
         assert await q.get_job(h.job.id) is None
+
+
+async def test_release_gives_the_claim_back_without_counting_the_attempt(
+    store: alkstore.Store, qname: str
+) -> None:
+    q = store.queue(qname, QueueOpts(max_attempts=1))
+    job_id = await q.enqueue(b"x")
+    before = await q.get_job(job_id)
+    handle = await claim(q)
+    assert handle.job.attempts == 1
+    assert await handle.release() is True
+    assert handle.consumed
+    after = await q.get_job(job_id)
+    assert after is not None and before is not None
+    assert (after.state, after.attempts, after.worker_id) == ("pending", 0, None)
+    assert after.run_at == before.run_at  # keeps its place in line
+    again = await claim(q, "w2")  # at max_attempts=1 it still runs once
+    assert again.job.attempts == 1
+    assert await again.ack() is True
+
+
+async def test_release_of_a_stale_claim_is_refused(store: alkstore.Store, qname: str) -> None:
+    q = store.queue(qname, QueueOpts(visibility_timeout_s=SHORT, max_attempts=3))
+    job_id = await q.enqueue(b"")
+    stale = await claim(q, "old")
+    await asyncio.sleep(LAPSE)
+    fresh = await claim(q, "new")  # the same job, reclaimed: attempt 2
+    assert fresh.job.id == job_id and fresh.job.attempts == 2
+    assert await stale.release() is False
+    row = await q.get_job(job_id)
+    assert row is not None and (row.state, row.attempts, row.worker_id) == ("processing", 2, "new")
+    assert await fresh.release() is True

@@ -319,6 +319,10 @@ class PostgresEngine:
         }
         return await self._rowcount("retry", params) > 0
 
+    async def release(self, queue: str, job_id: int, attempts: int) -> bool:
+        params = {"id": job_id, "queue": queue, "attempts": attempts}
+        return await self._rowcount("release", params) > 0
+
     async def dead_letter(self, queue: str, job_id: int, attempts: int, error: str) -> bool:
         params = {"id": job_id, "queue": queue, "attempts": attempts, "error": error}
         return await self._rowcount("dead_letter", params) > 0

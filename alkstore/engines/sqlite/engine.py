@@ -342,6 +342,10 @@ class SqliteEngine:
         params["error"] = error
         return bool(await self._call(self._write, self._exec_count, "retry", params))
 
+    async def release(self, queue: str, job_id: int, attempts: int) -> bool:
+        params = self._fenced(queue, job_id, attempts)
+        return bool(await self._call(self._write, self._exec_count, "release", params))
+
     @staticmethod
     def _dead_letter_unit(conn: sqlite3.Connection, params: dict[str, Any]) -> bool:
         if not conn.execute(Q["dead_letter_copy"], params).rowcount:

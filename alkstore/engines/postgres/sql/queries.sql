@@ -117,7 +117,7 @@ DELETE FROM {schema}.alk_jobs AS j USING fenced WHERE j.id = fenced.id;
 -- `state || ''` keeps it on the primary key (see ack_batch).
 WITH fenced AS MATERIALIZED (
     SELECT j.id FROM {schema}.alk_jobs AS j
-    JOIN unnest(%(ids)s::bigint[], %(attempts)s::integer[], %(queues)s::text[])
+    JOIN unnest(%(ids)b::bigint[], %(attempts)b::integer[], %(queues)b::text[])
          AS f(id, attempts, queue) ON j.id = f.id
     WHERE j.queue = f.queue AND (j.state || '') = 'processing' AND j.attempts = f.attempts
       AND j.claim_expires_at >= now()
@@ -138,6 +138,19 @@ WITH fenced AS MATERIALIZED (
 UPDATE {schema}.alk_jobs AS j
 SET state = 'pending', run_at = now() + make_interval(secs => %(delay)s::float8),
     last_error = %(error)s::text, worker_id = NULL, claim_expires_at = NULL
+FROM fenced WHERE j.id = fenced.id;
+
+-- name: release
+-- Fenced give-back of a claim that never ran: pending again with this attempt
+-- uncounted; run_at and last_error unchanged, so it keeps its place in line.
+WITH fenced AS MATERIALIZED (
+    SELECT id FROM {schema}.alk_jobs
+    WHERE id = %(id)s AND queue = %(queue)s AND (state || '') = 'processing'
+      AND attempts = %(attempts)s AND claim_expires_at >= now()
+    FOR UPDATE
+)
+UPDATE {schema}.alk_jobs AS j
+SET state = 'pending', attempts = j.attempts - 1, worker_id = NULL, claim_expires_at = NULL
 FROM fenced WHERE j.id = fenced.id;
 
 -- name: dead_letter

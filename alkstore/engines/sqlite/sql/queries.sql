@@ -69,6 +69,14 @@ SET state = 'pending', run_at = :run_at, last_error = :error,
 WHERE id = :id AND queue = :queue AND state = 'processing' AND attempts = :attempts
   AND claim_expires_at >= :now;
 
+-- name: release
+-- Fenced give-back of a claim that never ran: pending again with this attempt
+-- uncounted; run_at and last_error unchanged, so it keeps its place in line.
+UPDATE alk_jobs
+SET state = 'pending', attempts = attempts - 1, worker_id = NULL, claim_expires_at = NULL
+WHERE id = :id AND queue = :queue AND state = 'processing' AND attempts = :attempts
+  AND claim_expires_at >= :now;
+
 -- name: dead_letter_copy
 -- Fenced move to dead, step 1 (copy); step 2 deletes by id in the same transaction.
 INSERT INTO alk_dead (id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
