@@ -214,6 +214,12 @@ def load_app(spec: str) -> App:
 @click.option("--queue", "-q", "queues", multiple=True, help="Queue to work (repeatable).")
 @click.option("--concurrency", "-c", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option(
+    "--prefetch",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Jobs claimed ahead while handlers run [the concurrency]; 0 for long jobs.",
+)
+@click.option(
     "--grace",
     type=click.FloatRange(min=0),
     default=30.0,
@@ -248,6 +254,7 @@ def worker(
     app_spec: str,
     queues: tuple[str, ...],
     concurrency: int,
+    prefetch: int | None,
     grace: float,
     poll_interval: float,
     sweep_interval: float,
@@ -283,6 +290,7 @@ def worker(
             return await app.worker(
                 list(queues) or None,
                 concurrency=concurrency,
+                prefetch=prefetch,
                 grace_s=grace,
                 poll_interval_s=poll_interval,
                 sweep_interval_s=sweep_interval,

@@ -1,23 +1,27 @@
 """The Worker: claims jobs of an App's queues and runs their tasks, up to N at once.
 
-One claim loop per worker: while slots are free it claims ``claim_batch(free)``
-from each queue in turn (a batch when many slots are free, one round trip),
-and when every queue came back short it waits on the queues' wake channels,
-until the earliest delayed job is due, or ``poll_interval_s`` (the re-poll
-that covers a lost wake), whichever is first.
+One claim loop per worker, pipelined: it claims ahead into a small buffer of
+``prefetch`` jobs (default: ``concurrency``) while handlers run, so a freed
+slot starts the next job at once instead of waiting for a claim round trip.
+A slot frees when the handler returns; its outcome is written in the
+background (acks of many jobs share one fenced ``ack_many``), so claims and
+outcome writes overlap. When every queue came back short it waits on the
+queues' wake channels, until the earliest delayed job is due, or
+``poll_interval_s`` (the re-poll that covers a lost wake), whichever is first.
 
 Each claimed job runs as its own asyncio task (sync functions in a thread
 pool of ``concurrency`` threads). One heartbeat task resets the claim of every
-job running longer than a third of its visibility timeout, so a handler may run
-far longer than the timeout. Outcomes use the handle's own fenced operations:
-``ack`` on success, ``retry`` on an exception (the store picks the backoff or
-dead-letters when the budget is spent), ``fail`` on :class:`~alkstore.Fail`, an
-unknown task or unusable arguments. The worker does not batch acks:
-``queue.ack_batch`` is not fenced by attempt, so a worker whose claim lapsed
-could delete a later claim of the same job.
+job held longer than a third of its visibility timeout (buffered ones too), so
+a handler may run far longer than the timeout. Outcomes use the handle's own
+fenced operations: ``ack`` on success, ``retry`` on an exception (the store
+picks the backoff or dead-letters when the budget is spent), ``fail`` on
+:class:`~alkstore.Fail`, an unknown task or unusable arguments. Each outcome
+stays fenced per job: a batched ack of a claim that lapsed and was taken by
+another worker is refused, never applied to the later claim.
 
-Stopping (SIGTERM/SIGINT, or :meth:`Worker.stop`): no more claims; running
-handlers get ``grace_s`` to finish, then are cancelled and their jobs given
+Stopping (SIGTERM/SIGINT, or :meth:`Worker.stop`): no more claims; buffered
+jobs that never started are released (pending again, the attempt uncounted);
+running handlers get ``grace_s`` to finish, then are cancelled and their jobs given
 back with ``retry(delay_s=0)``, claimable again at once. The interrupted run
 counts as an attempt (it may have had effects, and a job that never fits in
 the grace period must not loop forever), so at its last attempt the job is
@@ -36,11 +40,12 @@ import logging
 import os
 import signal
 import socket
+import threading
 import time
 import traceback
 import uuid
-from collections import Counter
-from collections.abc import Awaitable, Iterable
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
@@ -82,18 +87,75 @@ def _error_text(exc: BaseException) -> str:
     return text if len(text) <= ERROR_MAX_CHARS else text[: ERROR_MAX_CHARS - 3] + "..."
 
 
+class _OutcomeRecords:
+    """The per-job outcome line, made cheaply: a copy of one template record with
+    the time, level, message and fields set, handed to ``log.handle``.
+
+    ``log.log`` builds each record from scratch (finding the caller by walking
+    frames, reading the thread, process and time); the worker logs every outcome
+    from the same line of the same thread, so those are the same every time.
+    Handlers, filters and formatters see a record like any other. Under a custom
+    record factory (which may stamp each record, e.g. with a trace id) records
+    are made the ordinary way.
+    """
+
+    __slots__ = ("_templates",)
+
+    def __init__(self) -> None:
+        # one per (process, thread): a record carries both
+        self._templates: dict[tuple[int, int], logging.LogRecord] = {}
+
+    def emit(self, level: int, line: str, fields: dict[str, Any]) -> None:
+        where = (os.getpid(), threading.get_ident())
+        template = self._templates.get(where)
+        plain = logging.getLogRecordFactory() is logging.LogRecord
+        if template is None or not plain:
+            log.log(level, line, extra={"alkstore": fields}, stacklevel=2)
+            if template is None and plain:
+                fn, lno, func, _ = log.findCaller(stacklevel=2)
+                record = log.makeRecord(log.name, level, fn, lno, "", (), None, func)
+                self._templates[where] = record
+            return
+        if log.disabled:
+            return
+        record = logging.LogRecord.__new__(logging.LogRecord)
+        record.__dict__.update(template.__dict__)
+        created = time.time()
+        record.created = created
+        record.msecs = int((created - int(created)) * 1000) + 0.0
+        record.relativeCreated = (created - _LOG_START) * 1000
+        record.levelno = level
+        record.levelname = logging.getLevelName(level)
+        record.msg = line
+        record.alkstore = fields
+        if "taskName" in record.__dict__:  # Python 3.12+
+            task = asyncio.current_task()
+            record.taskName = None if task is None else task.get_name()
+        log.handle(record)
+
+
+_LOG_START: float = getattr(logging, "_startTime", time.time())
+_outcome_records = _OutcomeRecords()
+
+
 class _Run:
     """One claimed job in this worker: its handle, task and heartbeat schedule."""
 
-    __slots__ = ("done", "handle", "lost", "next_beat", "started", "task")
+    __slots__ = ("done", "finished", "freed", "handle", "lost", "next_beat", "started", "task")
 
     def __init__(self, handle: JobHandle, now: float) -> None:
         self.handle = handle
-        self.started = now
+        self.started = now  # claimed; reset when the handler starts
+        self.finished = 0.0  # when the handler returned
         self.next_beat = now + handle.job.visibility_timeout_s * HEARTBEAT_FRACTION
         self.done = False  # the handler finished; its outcome is being written
+        self.freed = False  # its slot is free again
         self.lost = False  # a heartbeat was refused: the claim is no longer ours
-        self.task: asyncio.Task[None] | None = None
+        self.task: asyncio.Task[None] | None = None  # None while buffered
+
+
+# (task name, outcome, the fenced handle operation that records it, error)
+_Outcome = tuple[str, str, Callable[[], Awaitable[bool]], str | None]
 
 
 class Worker:
@@ -109,6 +171,7 @@ class Worker:
         queues: Iterable[str] | None = None,
         *,
         concurrency: int = 8,
+        prefetch: int | None = None,
         worker_id: str | None = None,
         poll_interval_s: float = 1.0,
         grace_s: float = 30.0,
@@ -126,6 +189,11 @@ class Worker:
         if type(concurrency) is not int or concurrency < 1:
             raise InvalidArgumentError(f"concurrency must be an int >= 1, got {concurrency!r}")
         self.concurrency = concurrency
+        if prefetch is None:
+            prefetch = concurrency
+        if type(prefetch) is not int or prefetch < 0:
+            raise InvalidArgumentError(f"prefetch must be an int >= 0, got {prefetch!r}")
+        self.prefetch = prefetch
         self.worker_id = check_worker_id(
             worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         )
@@ -135,7 +203,9 @@ class Worker:
         self.queue_opts = QueueOpts(dead_letter_retention_s=dead_letter_retention_s)
         self.handle_signals = handle_signals
         self.counts: Counter[str] = Counter()
-        self._runs: set[_Run] = set()
+        self._runs: set[_Run] = set()  # every claim held: buffered, running, being recorded
+        self._ready: deque[_Run] = deque()  # claimed ahead, not started
+        self._active = 0  # handlers running (slots taken)
         self._stopping = False
         self._forced = False
         self._stop_event: asyncio.Event | None = None
@@ -256,26 +326,29 @@ class Worker:
     async def _claim_loop(self, store: Store, queues: list[Queue], sub: Subscription) -> None:
         assert self._slot_freed is not None
         admin = store.admin()
+        depth = self.concurrency + self.prefetch  # jobs started or buffered, at most
+        refill_at = max(1, self.prefetch // 2)  # a fuller buffer waits for a bigger claim
+        hold_max = 2 * depth  # held claims, outcomes still being written included
         turn = 0
         failures = 0
         while not self._stopping:
-            free = self.concurrency - len(self._runs)
-            if free <= 0:
+            want = min(depth - self._active - len(self._ready), hold_max - len(self._runs))
+            idle_slots = self.concurrency - self._active > len(self._ready)
+            if want <= 0 or (want < refill_at and not idle_slots):
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
                 continue
             try:
                 for i in range(len(queues)):
                     handles = await queues[(turn + i) % len(queues)].claim_batch(
-                        self.worker_id, free
+                        self.worker_id, want
                     )
-                    for handle in handles:
-                        self._start(handle)
-                    free -= len(handles)
-                    if free == 0:
+                    self._take(handles)
+                    want -= len(handles)
+                    if want == 0:
                         break
                 turn += 1
-                if free == 0:
+                if want == 0:
                     continue
                 # every queue came back short: wait for a wake, a due job or the re-poll
                 timeout = self.poll_interval_s
@@ -297,21 +370,57 @@ class Worker:
             await sub.wait(timeout)
 
     # -- one job ------------------------------------------------------------------
-    def _start(self, handle: JobHandle) -> None:
-        assert self._loop is not None and self._beat_changed is not None
-        run = _Run(handle, time.monotonic())
-        self._runs.add(run)
-        run.task = self._loop.create_task(self._execute(run))
-        run.task.add_done_callback(functools.partial(self._finished, run))
-        if run.next_beat < self._beat_at:
-            self._beat_changed.set()
+    def _take(self, handles: list[JobHandle]) -> None:
+        """Hold freshly claimed jobs: buffer them, then start as many as slots allow."""
+        assert self._beat_changed is not None
+        if not handles:
+            return
+        now = time.monotonic()
+        for handle in handles:
+            run = _Run(handle, now)
+            self._runs.add(run)
+            self._ready.append(run)
+            if run.next_beat < self._beat_at:
+                self._beat_changed.set()
+        self._fill()
+
+    def _fill(self) -> None:
+        """Start buffered jobs while slots are free (never once stopping)."""
+        loop = self._loop
+        assert loop is not None
+        ready = self._ready
+        while ready and self._active < self.concurrency and not self._stopping:
+            run = ready.popleft()
+            self._active += 1
+            run.started = time.monotonic()
+            run.task = loop.create_task(self._execute(run))
+            run.task.add_done_callback(functools.partial(self._finished, run))
+
+    def _free_slot(self, run: _Run) -> None:
+        if run.freed:
+            return
+        run.freed = True
+        run.finished = time.monotonic()
+        self._active -= 1
+        self._fill()
+        if self._slot_freed is not None:
+            self._slot_freed.set()
 
     def _finished(self, run: _Run, _task: asyncio.Task[None]) -> None:
+        self._free_slot(run)
         self._runs.discard(run)
         if self._slot_freed is not None:
             self._slot_freed.set()
 
     async def _execute(self, run: _Run) -> None:
+        try:
+            name, outcome, op, error = await self._handle(run)
+        finally:
+            self._free_slot(run)  # the next job starts while this outcome is written
+        await self._outcome(run, name, outcome, op(), error)
+
+    async def _handle(self, run: _Run) -> _Outcome:
+        """Run the handler; the outcome to write, as (task name, outcome, operation, error)."""
         handle = run.handle
         job = handle.job
         name = "?"
@@ -324,8 +433,7 @@ class Worker:
             args, kwargs = task.call_arguments(arguments)
         except BadCall as e:
             run.done = True
-            await self._outcome(run, name, "dead", handle.fail(str(e)), str(e))
-            return
+            return name, "dead", functools.partial(handle.fail, str(e)), str(e)
         token = set_current(job)
         timeout: asyncio.Timeout | None = None
         try:
@@ -337,30 +445,29 @@ class Worker:
         except Fail as e:
             run.done = True
             error = str(e) or "Fail"
-            await self._outcome(run, name, "dead", handle.fail(error), error)
+            return name, "dead", functools.partial(handle.fail, error), error
         except TimeoutError as e:
             run.done = True
             if timeout is not None and timeout.expired():
                 error = f"timeout: the handler ran longer than {task.timeout_s:g}s"
             else:
                 error = _error_text(e)
-            await self._retry(run, name, error)
+            return self._retry(run, name, error)
         except asyncio.CancelledError as e:
             current = asyncio.current_task()
             if current is not None and current.cancelling():
                 raise  # the worker is stopping: _drain gives the job back
             run.done = True  # a CancelledError out of the handler's own code
-            await self._retry(run, name, _error_text(e))
+            return self._retry(run, name, _error_text(e))
         except BaseException as e:  # an outcome for every job, always
             run.done = True
             if task.fail_on and isinstance(e, task.fail_on):
                 error = _error_text(e)
-                await self._outcome(run, name, "dead", handle.fail(error), error)
-            else:
-                await self._retry(run, name, _error_text(e))
+                return name, "dead", functools.partial(handle.fail, error), error
+            return self._retry(run, name, _error_text(e))
         else:
             run.done = True
-            await self._outcome(run, name, "success", self._ack(handle), None)
+            return name, "success", functools.partial(self._ack, handle), None
         finally:
             reset_current(token)
 
@@ -389,10 +496,11 @@ class Worker:
                 await asyncio.sleep(0.1 * 2**attempt)
         return await handle.ack()
 
-    async def _retry(self, run: _Run, name: str, error: str) -> None:
+    @staticmethod
+    def _retry(run: _Run, name: str, error: str) -> _Outcome:
         job = run.handle.job
         outcome = "dead" if job.attempts >= job.max_attempts else "retry"
-        await self._outcome(run, name, outcome, run.handle.retry(error), error)
+        return name, outcome, functools.partial(run.handle.retry, error), error
 
     async def _outcome(
         self, run: _Run, name: str, outcome: str, op: Awaitable[bool], error: str | None
@@ -414,7 +522,7 @@ class Worker:
 
     def _log(self, level: int, run: _Run, name: str, outcome: str, error: str | None) -> None:
         job = run.handle.job
-        duration_ms = (time.monotonic() - run.started) * 1000
+        duration_ms = ((run.finished or time.monotonic()) - run.started) * 1000
         fields = {
             "queue": job.queue,
             "task": name,
@@ -432,7 +540,7 @@ class Worker:
             first = error.splitlines()[0] if error else ""
             fields["error"] = first
             line += f" error={first!r}"
-        log.log(level, line, extra={"alkstore": fields})
+        _outcome_records.emit(level, line, fields)
 
     # -- heartbeats and sweeps --------------------------------------------------------
     async def _heartbeat_loop(self) -> None:
@@ -489,28 +597,29 @@ class Worker:
 
     # -- stopping -----------------------------------------------------------------
     async def _drain(self) -> None:
-        """Let running handlers finish within the grace period, then give the rest back."""
+        """Release what never started; let running handlers finish within the grace
+        period, then give the rest back; wait for every outcome being written."""
         assert self._stop_event is not None
+        await self._release_buffered()
         deadline = time.monotonic() + self.grace_s
-        while self._runs and not self._forced:
+        while not self._forced:
+            running = {r.task for r in self._runs if r.task is not None and not r.done}
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if not running or remaining <= 0:
                 break
-            tasks = {r.task for r in self._runs if r.task is not None}
             self._stop_event.clear()
             stop_wait = asyncio.ensure_future(self._stop_event.wait())
             await asyncio.wait(
-                {*tasks, stop_wait}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+                {*running, stop_wait}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
             )
             stop_wait.cancel()
-        leftovers = list(self._runs)
-        if not leftovers:
-            return
+        leftovers = [r for r in self._runs if r.task is not None and not r.done]
         for run in leftovers:
-            if run.task is not None:
-                run.task.cancel()
+            assert run.task is not None
+            run.task.cancel()
+        # the cancelled handlers, and the outcomes still being written
         await asyncio.gather(
-            *(r.task for r in leftovers if r.task is not None), return_exceptions=True
+            *(r.task for r in list(self._runs) if r.task is not None), return_exceptions=True
         )
         back = [r for r in leftovers if not r.handle.consumed]
         results = await asyncio.gather(
@@ -531,6 +640,26 @@ class Worker:
                     )
             self.counts[outcome] += 1
             self._log(logging.WARNING, run, self._task_name(run), outcome, INTERRUPTED)
+
+    async def _release_buffered(self) -> None:
+        """Jobs claimed ahead and never started go back unrun (their attempt uncounted)."""
+        buffered = list(self._ready)
+        self._ready.clear()
+        if not buffered:
+            return
+        results = await asyncio.gather(
+            *(r.handle.release() for r in buffered), return_exceptions=True
+        )
+        for run in buffered:
+            self._runs.discard(run)
+        released = sum(1 for result in results if result is True)
+        if released < len(buffered):
+            log.warning(
+                "%d buffered job(s) could not be released; they are reclaimed when their "
+                "claims lapse",
+                len(buffered) - released,
+            )
+        log.info("released %d buffered job(s) that never started", released)
 
     @staticmethod
     def _task_name(run: _Run) -> str:

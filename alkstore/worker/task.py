@@ -64,6 +64,38 @@ def decode_call(payload: bytes) -> tuple[str, dict[str, Any]]:
     return data["task"], data.get("args", {})
 
 
+class _KeywordPlan:
+    """A task's precomputed call plan when every parameter can be passed by keyword
+    (no positional-only, no ``*args`` / ``**kwargs``): a call is ``fn(**arguments)``
+    once the names are checked, so no Signature is bound per job."""
+
+    __slots__ = ("names", "required")
+
+    def __init__(self, names: frozenset[str], required: frozenset[str]) -> None:
+        self.names = names
+        self.required = required
+
+    @classmethod
+    def of(cls, signature: inspect.Signature) -> _KeywordPlan | None:
+        params = signature.parameters.values()
+        keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        if any(p.kind not in keyword for p in params):
+            return None
+        names = frozenset(p.name for p in params)
+        required = frozenset(p.name for p in params if p.default is inspect.Parameter.empty)
+        return cls(names, required)
+
+    def kwargs(self, task: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        keys = arguments.keys()
+        if not keys <= self.names:
+            unknown = sorted(keys - self.names)
+            raise BadCall(f"task {task!r} has no parameter(s) {unknown}")
+        if not self.required <= keys:
+            missing = sorted(self.required - keys)
+            raise BadCall(f"task {task!r}: missing a required argument: {missing[0]!r}")
+        return dict(arguments)
+
+
 class Task(Generic[P, R]):
     """A function registered with ``@app.task``; call it directly, or ``defer`` it as a job.
 
@@ -92,6 +124,7 @@ class Task(Generic[P, R]):
         self.timeout_s = timeout_s
         self.fail_on = fail_on
         self.signature = inspect.signature(fn)
+        self._plan = _KeywordPlan.of(self.signature)
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
             getattr(fn, "__call__", None)  # noqa: B004  # an object with an async __call__
         )
@@ -117,6 +150,9 @@ class Task(Generic[P, R]):
 
     def call_arguments(self, arguments: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
         """Positional and keyword arguments for ``fn`` from a decoded ``args`` object."""
+        plan = self._plan
+        if plan is not None:  # the common signature: checked by set arithmetic, no binding
+            return [], plan.kwargs(self.name, arguments)
         params = self.signature.parameters
         unknown = set(arguments) - set(params)
         if unknown:

@@ -226,3 +226,21 @@ def test_worker_options_are_validated() -> None:
         make_app().worker()
     assert app.worker(concurrency=3).queues == ["q"]
     assert app.worker("other").queues == ["other"]
+
+
+def test_the_keyword_call_plan_agrees_with_signature_binding() -> None:
+    app = make_app()
+    seen: list[Any] = []
+
+    @app.task(name="kw")
+    def kw(a: int, b: int = 2, *, c: int, d: int = 4) -> None:
+        seen.append((a, b, c, d))
+
+    assert kw._plan is not None  # the fast path is the one under test
+    args, kwargs = kw.call_arguments({"a": 1, "c": 3})
+    kw.fn(*args, **kwargs)
+    assert seen == [(1, 2, 3, 4)]
+    with pytest.raises(BadCall, match=r"no parameter\(s\) \['z'\]"):
+        kw.call_arguments({"a": 1, "c": 3, "z": 0})
+    with pytest.raises(BadCall, match="missing a required argument: 'c'"):
+        kw.call_arguments({"a": 1})

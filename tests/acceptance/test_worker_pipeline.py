@@ -1,0 +1,150 @@
+"""The pipelined worker: claim-ahead buffer, slots freed before outcomes are written,
+cheap outcome records, and exactly-once across real worker processes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from typing import Any
+
+import alkstore
+from tests.acceptance import apps
+from tests.acceptance.conftest import Workers, results, wait_until
+from tests.conftest import Target
+
+
+def _app(target: Target) -> alkstore.App:
+    return alkstore.App(target.url, schema=target.schema)
+
+
+async def test_stop_releases_buffered_jobs_unrun_with_their_attempt_uncounted(
+    target: Target,
+) -> None:
+    app = _app(target)
+    gate = asyncio.Event()
+    started: list[int] = []
+
+    @app.task(queue="p", name="slow", max_attempts=1)
+    async def slow(n: int) -> None:
+        started.append(n)
+        await gate.wait()
+
+    async with app:
+        ids = await slow.defer_many([{"n": i} for i in range(6)])
+        worker = app.worker(concurrency=1, prefetch=2, handle_signals=False, grace_s=30)
+        run = asyncio.create_task(worker.run())
+        await wait_until(lambda: _true(worker.running == 3), what="1 running + 2 buffered")
+        assert started == [0]
+        worker.stop()
+        gate.set()
+        assert await run == 0
+        queue = app.store.queue("p")
+        jobs = {i: await queue.get_job(i) for i in ids}
+        assert jobs[ids[0]] is None  # it ran and was acked
+        for job_id in ids[1:]:  # released or never claimed: pending, no attempt used
+            job = jobs[job_id]
+            assert job is not None and (job.state, job.attempts) == ("pending", 0)
+        assert started == [0]
+        assert worker.counts == Counter({"success": 1})
+
+
+async def test_a_freed_slot_starts_the_next_job_while_outcomes_are_written(
+    target: Target,
+) -> None:
+    """Handlers of the second wave start before the first wave's acks returned."""
+    app = _app(target)
+    events: list[str] = []
+    done = 0
+
+    @app.task(queue="p", name="mark")
+    async def mark(n: int) -> None:
+        nonlocal done
+        events.append(f"run{n}")
+        done += 1
+        if done == 8:
+            worker.stop()
+
+    async with app:
+        await mark.defer_many([{"n": i} for i in range(8)])
+        worker = app.worker(concurrency=2, prefetch=6, handle_signals=False)
+        store = await app.connect()
+        acks = store._acks
+        original = acks.ack
+
+        async def traced(queue: str, job_id: int, attempts: int) -> bool:
+            events.append("ack-sent")
+            ok = await original(queue, job_id, attempts)
+            events.append("ack-done")
+            return ok
+
+        acks.ack = traced  # type: ignore[method-assign]
+        assert await worker.run() == 0
+        assert worker.counts == Counter({"success": 8})
+        first_ack_done = events.index("ack-done")
+        # with 2 slots, at least a third handler ran before any ack came back
+        assert sum(1 for e in events[:first_ack_done] if e.startswith("run")) >= 3
+
+
+async def test_outcome_lines_are_ordinary_records_at_info(target: Target) -> None:
+    app = _app(target)
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    @app.task(queue="p", name="ok")
+    async def ok(n: int) -> None:
+        if n == 3:
+            worker.stop()
+
+    logger = logging.getLogger("alkstore.worker")
+    handler = Keep(logging.INFO)
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        async with app:
+            ids = await ok.defer_many([{"n": i} for i in range(4)])
+            worker = app.worker(concurrency=1, prefetch=0, handle_signals=False)
+            await worker.run()
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    lines = [r for r in records if r.getMessage().startswith("job outcome=")]
+    assert [r.alkstore["id"] for r in lines] == ids  # type: ignore[attr-defined]
+    for record, job_id in zip(lines, ids, strict=True):
+        assert record.levelname == "INFO" and record.name == "alkstore.worker"
+        assert record.funcName == "_log" and record.pathname.endswith("runtime.py")
+        assert f"id={job_id} " in record.getMessage()
+        assert record.alkstore["outcome"] == "success"  # type: ignore[attr-defined]
+        assert record.exc_info is None and record.args == ()
+    created = [r.created for r in lines]
+    assert created == sorted(created) and len({id(r) for r in lines}) == len(lines)
+
+
+async def test_three_pipelined_worker_processes_run_each_job_exactly_once(
+    app_store: alkstore.Store, workers: Workers
+) -> None:
+    keys = [f"k{i}" for i in range(300)]
+    ids = await apps.echo.defer_many([{"key": k} for k in keys])
+    for _ in range(3):
+        workers.start("--concurrency", "8", "--prefetch", "8")
+
+    async def all_ran() -> bool:
+        return len(await results(app_store)) >= len(keys)
+
+    await wait_until(all_ran, timeout=60, what="every job to run")
+    for proc in workers.procs:
+        proc.terminate()
+    for proc in workers.procs:
+        assert proc.wait(30) == 0
+    seen = Counter(r["key"] for r in await results(app_store))
+    assert seen == Counter(keys)  # each ran once, none twice
+    queue = app_store.queue("work")
+    assert [await queue.get_job(i) for i in ids] == [None] * len(ids)  # every one acked
+
+
+async def _true(value: Any) -> bool:
+    return bool(value)
