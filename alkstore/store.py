@@ -124,6 +124,28 @@ class Store:
         self._check()
         return Queue(self, check_name(name), _check_opts(opts))
 
+    async def ack_many(self, handles: Sequence[JobHandle]) -> list[bool]:
+        """Ack many claimed jobs (of any of this store's queues) in one fenced
+        transaction; each answered on its own, like :meth:`JobHandle.ack`: a stale
+        handle (its claim lapsed, or the job was reclaimed) is refused with ``False``.
+
+        Unlike :meth:`Queue.ack_batch`, which is not fenced by attempt."""
+        engine = self._check()
+        handles = list(handles)
+        for handle in handles:
+            if not isinstance(handle, JobHandle) or handle._queue._store is not self:
+                raise InvalidArgumentError(f"not a handle of this store: {handle!r}")
+            handle._start()
+        if not handles:
+            return []
+        items = [(h._queue.name, h.job.id, h.job.attempts) for h in handles]
+        if len(set(items)) < len(items):
+            raise InvalidArgumentError("ack_many got the same claim twice")
+        acked = await engine.ack_many(items)
+        for handle in handles:
+            handle._consumed = True
+        return [(item[1], item[2]) in acked for item in items]
+
     def transaction(self) -> Transaction:
         """``async with store.transaction() as tx:`` commits on exit, rolls back on error."""
         self._check()

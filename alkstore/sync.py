@@ -126,6 +126,11 @@ class Store:
         """A handle for queue ``name`` (no I/O)."""
         return Queue(self._async.queue(name, opts), self._runner)
 
+    def ack_many(self, handles: Sequence[JobHandle]) -> list[bool]:
+        return self._runner.run(
+            self._async.ack_many([h._async if isinstance(h, JobHandle) else h for h in handles])
+        )
+
     def transaction(self) -> Transaction:
         """``with store.transaction() as tx:`` commits on exit, rolls back on error."""
         return Transaction(self._async.transaction(), self._runner)

@@ -141,7 +141,18 @@ _outcome_records = _OutcomeRecords()
 class _Run:
     """One claimed job in this worker: its handle, task and heartbeat schedule."""
 
-    __slots__ = ("done", "finished", "freed", "handle", "lost", "next_beat", "started", "task")
+    __slots__ = (
+        "acking",
+        "done",
+        "finished",
+        "freed",
+        "handle",
+        "lost",
+        "name",
+        "next_beat",
+        "started",
+        "task",
+    )
 
     def __init__(self, handle: JobHandle, now: float) -> None:
         self.handle = handle
@@ -151,6 +162,8 @@ class _Run:
         self.done = False  # the handler finished; its outcome is being written
         self.freed = False  # its slot is free again
         self.lost = False  # a heartbeat was refused: the claim is no longer ours
+        self.acking = False  # a success waiting for the ack batcher
+        self.name = "?"  # the task's name, once decoded
         self.task: asyncio.Task[None] | None = None  # None while buffered
 
 
@@ -206,6 +219,9 @@ class Worker:
         self._runs: set[_Run] = set()  # every claim held: buffered, running, being recorded
         self._ready: deque[_Run] = deque()  # claimed ahead, not started
         self._active = 0  # handlers running (slots taken)
+        self._acking: list[_Run] = []  # successes for the next ack batch
+        self._ack_flush: asyncio.Task[None] | None = None
+        self._store: Store | None = None
         self._stopping = False
         self._forced = False
         self._stop_event: asyncio.Event | None = None
@@ -271,6 +287,7 @@ class Worker:
         self._slot_freed = asyncio.Event()
         self._beat_changed = asyncio.Event()
         store = await self.app.connect()
+        self._store = store
         queues = [store.queue(name, self.queue_opts) for name in self.queues]
         signals = self._install_signals(loop)
         log.info(
@@ -408,7 +425,8 @@ class Worker:
 
     def _finished(self, run: _Run, _task: asyncio.Task[None]) -> None:
         self._free_slot(run)
-        self._runs.discard(run)
+        if not run.acking:  # else held until the batcher recorded it
+            self._runs.discard(run)
         if self._slot_freed is not None:
             self._slot_freed.set()
 
@@ -417,6 +435,9 @@ class Worker:
             name, outcome, op, error = await self._handle(run)
         finally:
             self._free_slot(run)  # the next job starts while this outcome is written
+        if outcome == "success":
+            self._ack_later(run, name)  # this task ends; the ack batcher records it
+            return
         await self._outcome(run, name, outcome, op(), error)
 
     async def _handle(self, run: _Run) -> _Outcome:
@@ -467,7 +488,7 @@ class Worker:
             return self._retry(run, name, _error_text(e))
         else:
             run.done = True
-            return name, "success", functools.partial(self._ack, handle), None
+            return name, "success", handle.ack, None
         finally:
             reset_current(token)
 
@@ -483,18 +504,48 @@ class Worker:
         if asyncio.iscoroutine(result):  # a sync wrapper that returned a coroutine
             await result
 
-    async def _ack(self, handle: JobHandle) -> bool:
-        """The fenced ack; a database error is retried a few times (else the claim lapses
-        and the job runs again: at-least-once)."""
-        for attempt in range(3):
+    def _ack_later(self, run: _Run, name: str) -> None:
+        """Hand a success to the ack batcher: one fenced ``store.ack_many`` for every
+        success that arrived while the previous one was in flight."""
+        assert self._loop is not None
+        run.name = name
+        run.acking = True
+        self._acking.append(run)
+        if self._ack_flush is None:
+            self._ack_flush = self._loop.create_task(self._flush_acks())
+
+    async def _flush_acks(self) -> None:
+        try:
+            while self._acking:
+                runs, self._acking = self._acking, []
+                answers = await self._ack_runs(runs)
+                for run, acked in zip(runs, answers, strict=True):
+                    self._runs.discard(run)
+                    self._record(run, run.name, "success" if acked else "lost", None)
+                if self._slot_freed is not None:
+                    self._slot_freed.set()  # room under the hold limit again
+        finally:
+            self._ack_flush = None
+            for run in self._acking:  # cancelled: their claims lapse, they run again
+                self._runs.discard(run)
+
+    async def _ack_runs(self, runs: list[_Run]) -> list[bool]:
+        """The fenced acks; a database error is retried a few times (else the claims
+        lapse and the jobs run again: at-least-once)."""
+        assert self._store is not None
+        handles = [run.handle for run in runs]
+        for attempt in range(4):
             try:
-                return await handle.ack()
+                return await self._store.ack_many(handles)
             except StoreClosedError:
-                raise
+                break
             except AlkstoreError as e:
-                log.warning("ack of job %d failed (%s); retrying", handle.job.id, e)
+                if attempt == 3:
+                    log.warning("ack of %d job(s) failed: %s", len(handles), e)
+                    break
+                log.warning("ack of %d job(s) failed (%s); retrying", len(handles), e)
                 await asyncio.sleep(0.1 * 2**attempt)
-        return await handle.ack()
+        return [False] * len(handles)
 
     @staticmethod
     def _retry(run: _Run, name: str, error: str) -> _Outcome:
@@ -513,8 +564,11 @@ class Worker:
         except AlkstoreError as e:
             log.warning("job %d: writing outcome %s failed: %s", run.handle.job.id, outcome, e)
             done = False
-        if not done:
-            outcome = "lost"  # the claim lapsed, or the job was cancelled: not ours any more
+        self._record(run, name, outcome if done else "lost", error)
+
+    def _record(self, run: _Run, name: str, outcome: str, error: str | None) -> None:
+        """Count and log one outcome (``lost``: the claim lapsed, or the job was
+        cancelled, so it is not ours any more)."""
         self.counts[outcome] += 1
         level = logging.INFO if outcome == "success" else logging.WARNING
         if log.isEnabledFor(level):
@@ -621,6 +675,8 @@ class Worker:
         await asyncio.gather(
             *(r.task for r in list(self._runs) if r.task is not None), return_exceptions=True
         )
+        if self._ack_flush is not None:
+            await asyncio.gather(self._ack_flush, return_exceptions=True)
         back = [r for r in leftovers if not r.handle.consumed]
         results = await asyncio.gather(
             *(r.handle.retry(INTERRUPTED, delay_s=0) for r in back), return_exceptions=True

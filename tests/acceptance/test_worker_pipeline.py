@@ -69,16 +69,15 @@ async def test_a_freed_slot_starts_the_next_job_while_outcomes_are_written(
         await mark.defer_many([{"n": i} for i in range(8)])
         worker = app.worker(concurrency=2, prefetch=6, handle_signals=False)
         store = await app.connect()
-        acks = store._acks
-        original = acks.ack
+        original = store.ack_many
 
-        async def traced(queue: str, job_id: int, attempts: int) -> bool:
+        async def traced(handles: Any) -> list[bool]:
             events.append("ack-sent")
-            ok = await original(queue, job_id, attempts)
+            answers = await original(handles)
             events.append("ack-done")
-            return ok
+            return answers
 
-        acks.ack = traced  # type: ignore[method-assign]
+        store.ack_many = traced  # type: ignore[method-assign]
         assert await worker.run() == 0
         assert worker.counts == Counter({"success": 8})
         first_ack_done = events.index("ack-done")

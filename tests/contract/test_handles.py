@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -429,3 +430,45 @@ async def test_release_of_a_stale_claim_is_refused(store: alkstore.Store, qname:
     row = await q.get_job(job_id)
     assert row is not None and (row.state, row.attempts, row.worker_id) == ("processing", 2, "new")
     assert await fresh.release() is True
+
+
+async def test_store_ack_many_is_fenced_per_job(store: alkstore.Store, qname: str) -> None:
+    # One fenced transaction for many handles: a stale claim of the same job
+    # is refused (never deletes the later claim), fresh ones of two queues are acked.
+    q = store.queue(qname, QueueOpts(visibility_timeout_s=SHORT))
+    other = store.queue(qname + "-other")
+    await q.enqueue_many([{"n": i} for i in range(3)])
+    await other.enqueue(b"o")
+    stale = await q.claim_batch("old", 3)
+    await asyncio.sleep(LAPSE)
+    fresh = await q.claim_batch("new", 2)  # two of the three, reclaimed: attempt 2
+    foreign = await claim(other)
+    answers = await store.ack_many([*stale, *fresh, foreign])
+    reclaimed = {h.job.id for h in fresh}
+    assert answers == [False] * 3 + [True, True, True]
+    assert all(h.consumed for h in [*stale, *fresh, foreign])
+    for h in stale:
+        row = await q.get_job(h.job.id)
+        if h.job.id in reclaimed:
+            assert row is None  # acked by its fresh handle, not by the stale one
+        else:  # lapsed, never reclaimed: the stale ack did not delete it
+            assert row is not None and row.attempts == 1
+    assert await store.ack_many([]) == []
+
+
+async def test_store_ack_many_refuses_consumed_duplicate_or_foreign_handles(
+    store: alkstore.Store, open_store: Any, qname: str
+) -> None:
+    q = store.queue(qname)
+    await q.enqueue_many([b"a", b"b"])
+    first, second = await q.claim_batch("w", 2)
+    assert await first.ack() is True
+    with pytest.raises(HandleConsumedError):
+        await store.ack_many([first])
+    with pytest.raises(InvalidArgumentError, match="twice"):
+        await store.ack_many([second, second])
+    sibling = await open_store()
+    with pytest.raises(InvalidArgumentError, match="not a handle of this store"):
+        await sibling.ack_many([second])
+    assert not second.consumed
+    assert await store.ack_many([second]) == [True]
