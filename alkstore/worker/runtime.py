@@ -66,6 +66,7 @@ __all__ = ["Worker"]
 log = logging.getLogger("alkstore.worker")
 
 ERROR_MAX_CHARS = 8000
+PREFETCH_WAIT_S = 0.05  # a buffered job should wait about this long for a slot, at most
 HEARTBEAT_FRACTION = 1 / 3  # beat when a third of the visibility timeout has passed
 INTERRUPTED = "interrupted: the worker stopped before the handler finished"
 
@@ -203,7 +204,7 @@ class Worker:
             raise InvalidArgumentError(f"concurrency must be an int >= 1, got {concurrency!r}")
         self.concurrency = concurrency
         if prefetch is None:
-            prefetch = concurrency
+            prefetch = max(2 * concurrency, 32)
         if type(prefetch) is not int or prefetch < 0:
             raise InvalidArgumentError(f"prefetch must be an int >= 0, got {prefetch!r}")
         self.prefetch = prefetch
@@ -219,6 +220,7 @@ class Worker:
         self._runs: set[_Run] = set()  # every claim held: buffered, running, being recorded
         self._ready: deque[_Run] = deque()  # claimed ahead, not started
         self._active = 0  # handlers running (slots taken)
+        self._duration_s: float | None = None  # moving average of handler run times
         self._acking: list[_Run] = []  # successes for the next ack batch
         self._ack_flush: asyncio.Task[None] | None = None
         self._store: Store | None = None
@@ -343,12 +345,13 @@ class Worker:
     async def _claim_loop(self, store: Store, queues: list[Queue], sub: Subscription) -> None:
         assert self._slot_freed is not None
         admin = store.admin()
-        depth = self.concurrency + self.prefetch  # jobs started or buffered, at most
-        refill_at = max(1, self.prefetch // 2)  # a fuller buffer waits for a bigger claim
-        hold_max = 2 * depth  # held claims, outcomes still being written included
         turn = 0
         failures = 0
         while not self._stopping:
+            ahead = self._claim_ahead()
+            depth = self.concurrency + ahead  # jobs started or buffered, at most
+            refill_at = max(1, ahead // 2)  # a fuller buffer waits for a bigger claim
+            hold_max = 2 * depth  # held claims, outcomes still being written included
             want = min(depth - self._active - len(self._ready), hold_max - len(self._runs))
             idle_slots = self.concurrency - self._active > len(self._ready)
             if want <= 0 or (want < refill_at and not idle_slots):
@@ -386,6 +389,17 @@ class Worker:
                 continue
             await sub.wait(timeout)
 
+    def _claim_ahead(self) -> int:
+        """How many jobs to hold in the buffer now: ``prefetch`` at most, and no more
+        than the slots finish in about ``PREFETCH_WAIT_S`` at the handlers' average
+        run time (so long jobs are not hoarded while other workers idle); until a
+        handler has finished, at most ``concurrency``."""
+        average = self._duration_s
+        if average is None:
+            return min(self.prefetch, self.concurrency)
+        fits = int(self.concurrency * PREFETCH_WAIT_S / max(average, 1e-6))
+        return min(self.prefetch, fits)
+
     # -- one job ------------------------------------------------------------------
     def _take(self, handles: list[JobHandle]) -> None:
         """Hold freshly claimed jobs: buffer them, then start as many as slots allow."""
@@ -417,7 +431,10 @@ class Worker:
         if run.freed:
             return
         run.freed = True
-        run.finished = time.monotonic()
+        run.finished = now = time.monotonic()
+        took = now - run.started
+        average = self._duration_s
+        self._duration_s = took if average is None else average + (took - average) * 0.1
         self._active -= 1
         self._fill()
         if self._slot_freed is not None:

@@ -32,21 +32,21 @@ async def test_stop_releases_buffered_jobs_unrun_with_their_attempt_uncounted(
 
     async with app:
         ids = await slow.defer_many([{"n": i} for i in range(6)])
-        worker = app.worker(concurrency=1, prefetch=2, handle_signals=False, grace_s=30)
+        worker = app.worker(concurrency=2, prefetch=2, handle_signals=False, grace_s=30)
         run = asyncio.create_task(worker.run())
-        await wait_until(lambda: _true(worker.running == 3), what="1 running + 2 buffered")
-        assert started == [0]
+        await wait_until(lambda: _true(worker.running == 4), what="2 running + 2 buffered")
+        assert sorted(started) == [0, 1]
         worker.stop()
         gate.set()
         assert await run == 0
         queue = app.store.queue("p")
         jobs = {i: await queue.get_job(i) for i in ids}
-        assert jobs[ids[0]] is None  # it ran and was acked
-        for job_id in ids[1:]:  # released or never claimed: pending, no attempt used
+        assert jobs[ids[0]] is None and jobs[ids[1]] is None  # they ran and were acked
+        for job_id in ids[2:]:  # released or never claimed: pending, no attempt used
             job = jobs[job_id]
             assert job is not None and (job.state, job.attempts) == ("pending", 0)
-        assert started == [0]
-        assert worker.counts == Counter({"success": 1})
+        assert sorted(started) == [0, 1]
+        assert worker.counts == Counter({"success": 2})
 
 
 async def test_a_freed_slot_starts_the_next_job_while_outcomes_are_written(
@@ -143,6 +143,34 @@ async def test_three_pipelined_worker_processes_run_each_job_exactly_once(
     assert seen == Counter(keys)  # each ran once, none twice
     queue = app_store.queue("work")
     assert [await queue.get_job(i) for i in ids] == [None] * len(ids)  # every one acked
+
+
+async def test_long_handlers_shrink_the_claim_ahead_buffer(target: Target) -> None:
+    """Handlers far slower than PREFETCH_WAIT_S: nothing is claimed ahead of them."""
+    app = _app(target)
+    gate = asyncio.Event()
+    ran = 0
+
+    @app.task(queue="p", name="slowish")
+    async def slowish(n: int) -> None:
+        nonlocal ran
+        ran += 1
+        if ran > 2:  # the first two measure the run time; the rest wait
+            await gate.wait()
+        else:
+            await asyncio.sleep(0.2)
+
+    async with app:
+        await slowish.defer_many([{"n": i} for i in range(20)])
+        worker = app.worker(concurrency=2, prefetch=8, handle_signals=False)
+        run = asyncio.create_task(worker.run())
+        await wait_until(lambda: _true(ran >= 4), what="two measured runs, two waiting")
+        await asyncio.sleep(0.3)  # the claim loop has had its chance to over-claim
+        assert worker._claim_ahead() == 0
+        assert worker.running <= 2 + 2  # the running two, and at most the first buffer
+        worker.stop()
+        gate.set()
+        assert await run == 0
 
 
 async def _true(value: Any) -> bool:
