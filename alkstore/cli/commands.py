@@ -217,7 +217,7 @@ def load_app(spec: str) -> App:
     "--prefetch",
     type=click.IntRange(min=0),
     default=None,
-    help="Jobs claimed ahead while handlers run [the concurrency]; 0 for long jobs.",
+    help="Cap on jobs claimed ahead while handlers run [max(2×concurrency, 32)]; 0: none.",
 )
 @click.option(
     "--grace",

@@ -1,7 +1,7 @@
 """The Worker: claims jobs of an App's queues and runs their tasks, up to N at once.
 
 One claim loop per worker, pipelined: it claims ahead into a small buffer of
-``prefetch`` jobs (default: ``concurrency``) while handlers run, so a freed
+``prefetch`` jobs (a cap; it adapts to the handlers' run time) while handlers run, so a freed
 slot starts the next job at once instead of waiting for a claim round trip.
 A slot frees when the handler returns; its outcome is written in the
 background (acks of many jobs share one fenced ``ack_many``), so claims and
