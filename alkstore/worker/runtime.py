@@ -107,7 +107,7 @@ class _OutcomeRecords:
         self._templates: dict[tuple[int, int], logging.LogRecord] = {}
 
     def emit(self, level: int, line: str, fields: dict[str, Any]) -> None:
-        where = (os.getpid(), threading.get_ident())
+        where = (_pid, threading.get_ident())
         template = self._templates.get(where)
         plain = logging.getLogRecordFactory() is logging.LogRecord
         if template is None or not plain:
@@ -136,6 +136,15 @@ class _OutcomeRecords:
 
 
 _LOG_START: float = getattr(logging, "_startTime", time.time())
+_pid = os.getpid()  # a record carries the process id; a forked child gets its own templates
+
+
+def _forked() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)
 _outcome_records = _OutcomeRecords()
 
 
