@@ -6,8 +6,10 @@
     procs.py produce URL SCHEMA QUEUE PAYLOAD  enqueue one job; print its id
     procs.py crash   URL SCHEMA QUEUE PAYLOAD  enqueue, claim+fail another, then os._exit at once
     procs.py consume URL SCHEMA QUEUE N POLL   queue.jobs(...) until N jobs; print each payload
+    procs.py migrate URL SCHEMA -              connect with the test-only migrations added
+                                               (after a go line); print ok
 
-``drain`` prints ``ready`` once connected and waits for a line on stdin before it
+``drain`` and ``migrate`` print ``ready`` once connected and waits for a line on stdin before it
 starts, so every worker begins at the same moment.
 """
 
@@ -98,6 +100,22 @@ async def consume(url: str, schema: str, queue: str, n: int, poll: float) -> Non
                 break
 
 
+async def migrate(url: str, schema: str) -> None:
+    import catalog  # beside this script
+
+    from alkstore.engines.postgres import migrator as pg_migrate
+    from alkstore.engines.sqlite import migrator as sqlite_migrate
+
+    engine = "sqlite" if url.startswith("sqlite") else "postgres"
+    module = sqlite_migrate if engine == "sqlite" else pg_migrate
+    module.MIGRATIONS = catalog.with_fixtures(engine)  # type: ignore[misc]
+    print("ready", flush=True)
+    sys.stdin.readline()
+    store = await alkstore.connect(url, schema=schema)
+    await store.close()
+    print("ok", flush=True)
+
+
 def main(argv: list[str]) -> None:
     command, url, schema, queue, *rest = argv
     if command == "drain":
@@ -110,6 +128,8 @@ def main(argv: list[str]) -> None:
         asyncio.run(crash(url, schema, queue, rest[0]))
     elif command == "consume":
         asyncio.run(consume(url, schema, queue, int(rest[0]), float(rest[1])))
+    elif command == "migrate":
+        asyncio.run(migrate(url, schema))
     else:
         raise SystemExit(f"unknown command {command!r}")
 

@@ -1,4 +1,4 @@
-"""The SQL loader (engines/queries.py): named queries and migration scripts."""
+"""The SQL loaders: named queries (engines/queries.py) and migration scripts (migrations.py)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from alkstore.engines import queries
-from alkstore.engines.queries import (
-    load_migrations,
-    load_queries,
-    parse_queries,
-    split_statements,
-)
+from alkstore.engines import migrations
+from alkstore.engines.migrations import Migration, load_migrations, split_statements
+from alkstore.engines.queries import load_queries, parse_queries
 
 
 def test_named_queries_are_parsed_with_comments_and_semicolons_stripped() -> None:
@@ -47,7 +43,7 @@ def test_text_without_headers_has_no_queries() -> None:
     assert parse_queries("SELECT 1;") == {}
 
 
-def test_statements_split_on_a_semicolon_at_end_of_line() -> None:
+def test_statements_split_on_semicolons_outside_quotes_and_comments() -> None:
     text = """-- header comment
 CREATE TABLE t (
     a TEXT DEFAULT 'x;y'
@@ -63,6 +59,7 @@ CREATE INDEX i ON t (a);
 
 def test_trailing_comments_are_fine_but_an_unterminated_statement_is_not() -> None:
     assert split_statements("SELECT 1;\n-- the end\n") == ["SELECT 1"]
+    assert split_statements("SELECT 1; SELECT 2;") == ["SELECT 1", "SELECT 2"]
     with pytest.raises(ValueError, match="unterminated"):
         split_statements("SELECT 1;\nSELECT 2\n")
 
@@ -76,8 +73,8 @@ def test_the_sqlite_engine_queries_load() -> None:
 
 def test_the_sqlite_migrations_load_in_order() -> None:
     found = load_migrations("alkstore.engines.sqlite")
-    assert [v for v, _, _ in found] == list(range(1, len(found) + 1))
-    assert all(statements for _, _, statements in found)
+    assert [m.version for m in found] == list(range(1, len(found) + 1))
+    assert all(m.statements for m in found)
 
 
 def _fake_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: dict[str, str]) -> str:
@@ -85,7 +82,7 @@ def _fake_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: dict[s
     folder.mkdir(parents=True)
     for name, text in files.items():
         (folder / name).write_text(text)
-    monkeypatch.setattr(queries.resources, "files", lambda package: tmp_path)
+    monkeypatch.setattr(migrations.resources, "files", lambda package: tmp_path)
     return "fake"
 
 
@@ -107,10 +104,63 @@ def test_migrations_are_sorted_and_other_files_ignored(
         monkeypatch,
         {"0002_b.sql": "SELECT 2;", "0001_a.sql": "SELECT 1;", "README.md": "notes"},
     )
-    assert load_migrations(package) == [(1, "a", ["SELECT 1"]), (2, "b", ["SELECT 2"])]
+    assert load_migrations(package) == [
+        Migration(1, "a", ["SELECT 1"], True),
+        Migration(2, "b", ["SELECT 2"], True),
+    ]
 
 
 def test_a_broken_migration_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     package = _fake_package(tmp_path, monkeypatch, {"0001_a.sql": "SELECT 1"})
     with pytest.raises(ValueError, match="unterminated"):
         load_migrations(package)
+
+
+def test_dollar_bodies_braces_and_quoted_semicolons_stay_in_one_statement() -> None:
+    text = """CREATE FUNCTION f() RETURNS int LANGUAGE plpgsql AS $body$
+BEGIN
+    RETURN 1; -- a ; inside the body
+END;
+$body$;
+CREATE TABLE t (a jsonb DEFAULT '{}'::jsonb, b text DEFAULT 'x;'';y', "c;" int);
+DO $$ BEGIN PERFORM 1; END $$;
+/* a ; in a block comment */ SELECT 2;
+"""
+    assert split_statements(text) == [
+        "CREATE FUNCTION f() RETURNS int LANGUAGE plpgsql AS $body$\nBEGIN\n"
+        "    RETURN 1; -- a ; inside the body\nEND;\n$body$",
+        "CREATE TABLE t (a jsonb DEFAULT '{}'::jsonb, b text DEFAULT 'x;'';y', \"c;\" int)",
+        "DO $$ BEGIN PERFORM 1; END $$",
+        "SELECT 2",
+    ]
+
+
+def test_a_sqlite_trigger_body_ends_at_end() -> None:
+    text = (
+        "CREATE TRIGGER t AFTER INSERT ON a BEGIN\n  DELETE FROM b;\n  DELETE FROM c;\nEND;\n"
+        "SELECT 1;"
+    )
+    assert split_statements(text) == [
+        "CREATE TRIGGER t AFTER INSERT ON a BEGIN\n  DELETE FROM b;\n  DELETE FROM c;\nEND",
+        "SELECT 1",
+    ]
+
+
+def test_unterminated_quotes_and_bodies_are_reported() -> None:
+    for text in ["SELECT 'a;", "DO $$ BEGIN; ", "SELECT /* a"]:
+        with pytest.raises(ValueError, match="unterminated"):
+            split_statements(text)
+
+
+def test_a_no_transaction_marker_on_the_first_line_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = _fake_package(
+        tmp_path,
+        monkeypatch,
+        {
+            "0001_a.sql": "SELECT 1;",
+            "0002_b.sql": "-- alkstore: no-transaction\nCREATE INDEX CONCURRENTLY i ON t (a);",
+        },
+    )
+    assert [m.transactional for m in load_migrations(package)] == [True, False]

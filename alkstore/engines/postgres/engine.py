@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import psycopg
-from psycopg import sql
 from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
@@ -26,9 +25,14 @@ from alkstore.core.job import Row
 from alkstore.core.options import Stamps
 from alkstore.engine import NoteSink
 from alkstore.engines.postgres.listener import Listener
+from alkstore.engines.postgres.migrator import (
+    QUERIES,
+    SCHEMA_VERSION,
+    format_sql,
+    migrate_connection,
+)
 from alkstore.engines.postgres.settings import PgSettings, parse_settings
 from alkstore.engines.postgres.waker import Waker
-from alkstore.engines.queries import load_migrations, load_queries
 from alkstore.errors import EngineError, InvalidArgumentError, StoreClosedError
 
 __all__ = ["SCHEMA_VERSION", "PostgresEngine", "PostgresTransaction", "migrate"]
@@ -36,20 +40,6 @@ __all__ = ["SCHEMA_VERSION", "PostgresEngine", "PostgresTransaction", "migrate"]
 log = logging.getLogger("alkstore.postgres")
 
 Conn = psycopg.AsyncConnection[TupleRow]
-
-_PACKAGE = "alkstore.engines.postgres"
-_QUERIES = load_queries(_PACKAGE)
-_MIGRATIONS = load_migrations(_PACKAGE)
-SCHEMA_VERSION = _MIGRATIONS[-1][0]
-
-
-def _format(text: str, schema: str) -> bytes:
-    """Put the schema into a query as a quoted identifier (the one formatting step).
-
-    Kept as bytes: psycopg takes them as they are on every execution.
-    """
-    query = sql.SQL(text)  # our own .sql text, never input
-    return query.format(schema=sql.Identifier(schema)).as_bytes()
 
 
 def _claim_order(row: Row) -> tuple[int, Any, int]:
@@ -84,7 +74,7 @@ class PostgresEngine:
     def __init__(self, settings: PgSettings, schema: str) -> None:
         self.settings = settings
         self.schema = schema
-        self.q = {name: _format(text, schema) for name, text in _QUERIES.items()}
+        self.q = {name: format_sql(text, schema) for name, text in QUERIES.items()}
         self._prepare = 0 if settings.prepare else None
         self._pool: AsyncConnectionPool[Conn] | None = None
         self._waker: Waker | None = None
@@ -479,35 +469,6 @@ class PostgresTransaction:
 
     async def rollback(self) -> None:
         await self._finish("ROLLBACK")
-
-
-async def migrate_connection(conn: Conn, schema: str) -> int:
-    """Create or upgrade ``schema`` on ``conn`` under an advisory lock; the version reached.
-
-    The lock is taken first, inside the transaction, so concurrent migrators of
-    one schema (many workers starting at once) queue up instead of racing;
-    even ``CREATE SCHEMA IF NOT EXISTS`` can fail when two run at once.
-    """
-    q = {name: _format(_QUERIES[name], schema) for name in _QUERIES}
-    async with conn.transaction():
-        await conn.execute(q["migration_lock"], {"schema": schema})
-        await conn.execute(q["create_schema"])
-        await conn.execute(q["create_migrations"])
-        cur = await conn.execute(q["schema_version"])
-        row = await cur.fetchone()
-        version = 0 if row is None else int(row[0])
-        if version > SCHEMA_VERSION:
-            raise psycopg.errors.FeatureNotSupported(
-                f"schema {schema!r} is at version {version}, newer than this alkstore "
-                f"({SCHEMA_VERSION}); upgrade alkstore"
-            )
-        for number, name, statements in _MIGRATIONS:
-            if number <= version:
-                continue
-            for statement in statements:
-                await conn.execute(_format(statement, schema))
-            await conn.execute(q["record_migration"], {"version": number, "name": name})
-    return max(version, SCHEMA_VERSION)
 
 
 async def migrate(url: str, schema: str = "alkstore", **options: Any) -> int:

@@ -29,8 +29,9 @@ from typing import Any, TypeVar
 from alkstore.core.job import Row
 from alkstore.core.options import Stamps, check_positive
 from alkstore.engine import NoteSink
-from alkstore.engines.queries import load_migrations, load_queries
+from alkstore.engines.queries import load_queries
 from alkstore.engines.sqlite.listener import NoteListener
+from alkstore.engines.sqlite.migrator import migrate
 from alkstore.errors import EngineError, InvalidArgumentError, StoreClosedError
 
 __all__ = ["SqliteEngine"]
@@ -41,8 +42,6 @@ T = TypeVar("T")
 
 _PACKAGE = "alkstore.engines.sqlite"
 Q = load_queries(_PACKAGE)
-MIGRATIONS = load_migrations(_PACKAGE)
-SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 _SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL", "extra": "EXTRA", "off": "OFF"}
 _NOTES_KEPT = 20_000  # notes kept for listeners; older ones are trimmed
@@ -208,20 +207,7 @@ class SqliteEngine:
 
     def _open_sync(self) -> None:
         self._conn = self._new_connection()
-        self._write(self._migrate)
-
-    @staticmethod
-    def _migrate(conn: sqlite3.Connection) -> None:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise sqlite3.DatabaseError(
-                f"database schema version {version} is newer than this alkstore ({SCHEMA_VERSION})"
-            )
-        for number, _name, statements in MIGRATIONS:
-            if number > version:
-                for statement in statements:
-                    conn.execute(statement)
-        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION:d}")
+        migrate(self._conn, self._write)
 
     async def close(self) -> None:
         if self._closed:

@@ -24,7 +24,7 @@ from psycopg import sql
 
 import alkstore
 from alkstore import EngineError, InvalidArgumentError, InvalidNameError, QueueOpts
-from alkstore.engines.postgres import PostgresEngine, migrate
+from alkstore.engines.postgres import SCHEMA_VERSION, PostgresEngine, migrate
 
 WORKERS = Path(__file__).with_name("pg_workers.py")
 
@@ -173,40 +173,12 @@ async def test_the_claim_walks_the_partial_claim_index(
         await admin.execute(sql.SQL("ANALYZE {}.alk_jobs").format(sql.Identifier(schema)))
 
 
-# -- migrations and schemas --------------------------------------------------------------
-@pytest.mark.slow
-async def test_eight_processes_connecting_to_a_new_schema_at_once_migrate_once(
-    pg_url: str, schema: str, admin: psycopg.AsyncConnection[Any]
-) -> None:
-    procs = [_spawn("connect", pg_url, schema) for _ in range(8)]
-    _start_together(procs)
-    assert [_finish(proc).strip() for proc in procs] == ["ok"] * 8
-    cur = await admin.execute(
-        sql.SQL("SELECT version, name FROM {}.alk_migrations ORDER BY version").format(
-            sql.Identifier(schema)
-        )
-    )
-    assert await cur.fetchall() == [(1, "initial")]
-
-
+# -- migrations and schemas (upgrades: tests/contract/test_migrations.py) ---------------
 async def test_migrate_alone_is_idempotent_and_reports_the_version(
     pg_url: str, schema: str
 ) -> None:
-    assert await migrate(pg_url, schema=schema) == 1
-    assert await migrate(pg_url, schema=schema) == 1
-
-
-async def test_a_schema_newer_than_this_alkstore_is_refused(
-    pg_url: str, schema: str, admin: psycopg.AsyncConnection[Any]
-) -> None:
-    await migrate(pg_url, schema=schema)
-    await admin.execute(
-        sql.SQL("INSERT INTO {}.alk_migrations (version, name) VALUES (99, 'future')").format(
-            sql.Identifier(schema)
-        )
-    )
-    with pytest.raises(EngineError, match="newer"):
-        await alkstore.connect(pg_url, schema=schema)
+    assert await migrate(pg_url, schema=schema) == SCHEMA_VERSION
+    assert await migrate(pg_url, schema=schema) == SCHEMA_VERSION
 
 
 async def test_two_schemas_in_one_database_never_see_each_other(

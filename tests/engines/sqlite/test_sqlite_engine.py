@@ -240,30 +240,6 @@ def test_many_processes_writing_at_once_never_see_database_is_locked(tmp_path: P
         assert w.returncode == 0 and out.strip() == "ok", err
 
 
-@pytest.mark.slow
-def test_many_processes_creating_the_schema_at_once(tmp_path: Path) -> None:
-    path = tmp_path / "fresh.db"
-    code = (
-        "import sys, alkstore.sync as s\n"
-        "with s.connect(sys.argv[1]) as st: print(st.queue('q').enqueue(b''))\n"
-    )
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", code, f"sqlite:///{path}"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(8)
-    ]
-    outs = [p.communicate(timeout=WAIT) for p in procs]
-    assert [p.returncode for p in procs] == [0] * 8, [err for _, err in outs]
-    assert len({int(out) for out, _ in outs}) == 8
-    conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] >= 1
-    conn.close()
-
-
 # -- one connection per store ------------------------------------------------------------
 
 

@@ -4,10 +4,16 @@
 -- the server's clock, read once per statement (each statement is its own
 -- transaction in autocommit, so now() is one reading for the whole statement).
 
--- name: migration_lock
--- Serialises concurrent migrators of one schema (held to the end of the
--- transaction). Taken before CREATE SCHEMA IF NOT EXISTS, which is itself racy.
-SELECT pg_advisory_xact_lock(hashtextextended('alkstore.migrate:' || %(schema)s, 0));
+-- name: migration_try_lock
+-- Serialises concurrent migrators of one schema: a session lock (a
+-- no-transaction migration runs outside any transaction), taken before CREATE
+-- SCHEMA IF NOT EXISTS, which is itself racy. Tried, not waited for: a session
+-- blocked on the lock would hold a snapshot that CREATE INDEX CONCURRENTLY in
+-- the holder waits for (a deadlock).
+SELECT pg_try_advisory_lock(hashtextextended('alkstore.migrate:' || %(schema)s, 0));
+
+-- name: migration_unlock
+SELECT pg_advisory_unlock(hashtextextended('alkstore.migrate:' || %(schema)s, 0));
 
 -- name: create_schema
 CREATE SCHEMA IF NOT EXISTS {schema};

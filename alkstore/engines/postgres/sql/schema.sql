@@ -1,0 +1,101 @@
+-- alkstore on postgres: the CURRENT schema, built at once (a fresh store at the latest version).
+-- Every migration in sql/migrations/, applied in order, must build exactly this
+-- catalog (tests/contract/test_migrations.py compares them): a migration that
+-- changes the schema changes this file too.
+-- Every name is qualified with {schema}, which the engine formats once with a
+-- quoted identifier (psycopg.sql.Identifier); no other text is ever pasted in.
+-- Times are timestamptz from the server's clock (now()); durations are float8 seconds.
+
+-- Live jobs: the hot table. Every job is inserted, updated once per claim
+-- (plus retries and heartbeats) and deleted, so the table is all churn.
+--
+-- fillfactor = 70 leaves 30% of each heap page free. The claim UPDATE changes
+-- `state`, which the partial indexes below are defined on, so it cannot be a
+-- HOT update; but with free room on the page PostgreSQL still writes the new
+-- row version on the same page (one page dirtied and WAL-logged instead of two),
+-- and retry/heartbeat updates that land on a page with room stay local too.
+--
+-- Autovacuum: the defaults wait until 20% of the table is dead (scale factor
+-- 0.2), which for a queue means the claim index fills with dead entries at
+-- its front and every claim walks over them. Vacuum instead after a fixed
+-- 1000 dead rows + 1% of the table, without cost-based sleeping (the table is
+-- small when healthy, so a vacuum is cheap), and analyze often enough that
+-- the planner knows the table is small and keeps choosing the claim index.
+CREATE TABLE {schema}.alk_jobs (
+    id                   bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    queue                text             NOT NULL,
+    payload              bytea            NOT NULL,
+    state                text             NOT NULL DEFAULT 'pending'
+                                          CHECK (state IN ('pending', 'processing')),
+    priority             integer          NOT NULL,
+    run_at               timestamptz      NOT NULL,
+    created_at           timestamptz      NOT NULL,
+    attempts             integer          NOT NULL DEFAULT 0,
+    max_attempts         integer          NOT NULL,
+    visibility_timeout_s double precision NOT NULL,
+    retry_base_s         double precision NOT NULL,
+    expires_at           timestamptz,
+    worker_id            text,
+    claim_expires_at     timestamptz,
+    last_error           text
+) WITH (
+    fillfactor = 70,
+    autovacuum_vacuum_scale_factor = 0.01,
+    autovacuum_vacuum_threshold = 1000,
+    autovacuum_vacuum_insert_scale_factor = 0.05,
+    autovacuum_vacuum_cost_delay = 0,
+    autovacuum_analyze_scale_factor = 0.02,
+    autovacuum_analyze_threshold = 1000
+);
+
+-- The claim's pending arm: claimable rows of one queue in claim order
+-- (priority DESC, run_at, id). Partial, so processing rows (in flight) are not
+-- in it at all and the index stays as small as the backlog; the claim walks it
+-- from the front and stops at LIMIT, with no sort. `run_at <= now()` is
+-- checked on the index entries (delayed rows are skipped without a heap visit).
+CREATE INDEX alk_jobs_claim ON {schema}.alk_jobs (queue, priority DESC, run_at, id)
+    WHERE state = 'pending';
+
+-- The earliest delayed row of a queue (the wake loop's "next due" timer):
+-- min(run_at) over future pending rows, which the claim index (priority
+-- first) cannot answer without walking every priority. A pending row due in
+-- the future always has run_at > created_at, so only delayed and retried rows
+-- are in this index: plain enqueues never write to it. The predicate also keeps
+-- the planner from using it for the claim (the claim's WHERE does not imply
+-- it): with stale statistics a (queue, run_at) index over all pending rows was
+-- chosen for the claim, which then sorted the whole backlog.
+CREATE INDEX alk_jobs_due ON {schema}.alk_jobs (queue, run_at)
+    WHERE state = 'pending' AND run_at > created_at;
+
+-- In-flight rows by deadline: the reclaim arm of the claim, the pre-claim
+-- exhausted sweep and the "next lapse" timer all ask for processing rows of a
+-- queue whose claim_expires_at is below (or just above) now().
+CREATE INDEX alk_jobs_processing ON {schema}.alk_jobs (queue, claim_expires_at)
+    WHERE state = 'processing';
+
+-- sweep_expired; rows without an expiry (the common case) are not in it.
+CREATE INDEX alk_jobs_expiry ON {schema}.alk_jobs (queue, expires_at)
+    WHERE expires_at IS NOT NULL;
+
+-- Dead letters keep the job's id, payload, attempts and stamps. Written once,
+-- read rarely, purged by retention: default storage settings.
+CREATE TABLE {schema}.alk_dead (
+    id                   bigint           PRIMARY KEY,
+    queue                text             NOT NULL,
+    payload              bytea            NOT NULL,
+    priority             integer          NOT NULL,
+    run_at               timestamptz      NOT NULL,
+    created_at           timestamptz      NOT NULL,
+    attempts             integer          NOT NULL,
+    max_attempts         integer          NOT NULL,
+    visibility_timeout_s double precision NOT NULL,
+    retry_base_s         double precision NOT NULL,
+    expires_at           timestamptz,
+    worker_id            text,
+    claim_expires_at     timestamptz,
+    last_error           text,
+    died_at              timestamptz      NOT NULL
+);
+
+-- Retention purge per queue.
+CREATE INDEX alk_dead_died ON {schema}.alk_dead (queue, died_at);

@@ -1,0 +1,74 @@
+"""SQLite schema upgrades: ``PRAGMA user_version`` is the version applied.
+
+Each transactional migration runs with its version bump in one ``BEGIN
+IMMEDIATE`` transaction, so concurrent openers (many processes at once)
+serialise on the write lock and each migration applies exactly once. A
+no-transaction migration runs its (idempotent) statements outside, then
+records its version in a transaction that re-checks it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+
+from alkstore.engines.migrations import Migration, load_migrations
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate"]
+
+MIGRATIONS = load_migrations("alkstore.engines.sqlite")
+SCHEMA_VERSION = MIGRATIONS[-1].version
+
+# Runs a function of the connection inside BEGIN IMMEDIATE … COMMIT.
+Write = Callable[[Callable[[sqlite3.Connection], int]], int]
+
+
+def _version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def migrate(
+    conn: sqlite3.Connection,
+    write: Write,
+    migrations: Sequence[Migration] | None = None,
+) -> int:
+    """Bring ``conn``'s database up to the last of ``migrations`` (default: this
+    alkstore's); the version reached."""
+    if migrations is None:
+        migrations = MIGRATIONS
+    target = migrations[-1].version
+
+    def check(c: sqlite3.Connection) -> int:
+        version = _version(c)
+        if version > target:
+            raise sqlite3.DatabaseError(
+                f"database schema version {version} is newer than this alkstore ({target})"
+            )
+        return version
+
+    for migration in migrations:
+
+        def apply(c: sqlite3.Connection, m: Migration = migration) -> int:
+            version = check(c)
+            if version < m.version:
+                for statement in m.statements:
+                    c.execute(statement)
+                c.execute(f"PRAGMA user_version={m.version:d}")  # an int, never input
+            return version
+
+        if migration.transactional:
+            write(apply)
+            continue
+        if write(check) >= migration.version:
+            continue
+        for statement in migration.statements:  # outside a transaction, idempotent
+            conn.execute(statement)
+
+        def record(c: sqlite3.Connection, m: Migration = migration) -> int:
+            current = _version(c)
+            if current < m.version:
+                c.execute(f"PRAGMA user_version={m.version:d}")
+            return current
+
+        write(record)
+    return max(write(check), target)

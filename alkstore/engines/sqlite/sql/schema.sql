@@ -1,0 +1,70 @@
+-- alkstore on sqlite: the CURRENT schema, built at once (a fresh store at the latest version).
+-- Every migration in sql/migrations/, applied in order, must build exactly this
+-- catalog (tests/contract/test_migrations.py compares them): a migration that
+-- changes the schema changes this file too.
+-- Times are REAL POSIX seconds from the writer's clock; durations are REAL seconds.
+
+-- Live jobs. AUTOINCREMENT so an id is never reused, even after the highest
+-- row was acked or moved to the dead table (plain rowids would hand it out again).
+CREATE TABLE alk_jobs (
+    id                   INTEGER PRIMARY KEY AUTOINCREMENT,
+    queue                TEXT    NOT NULL,
+    payload              BLOB    NOT NULL,
+    state                TEXT    NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'processing')),
+    priority             INTEGER NOT NULL,
+    run_at               REAL    NOT NULL,
+    created_at           REAL    NOT NULL,
+    attempts             INTEGER NOT NULL DEFAULT 0,
+    max_attempts         INTEGER NOT NULL,
+    visibility_timeout_s REAL    NOT NULL,
+    retry_base_s         REAL    NOT NULL,
+    expires_at           REAL,
+    worker_id            TEXT,
+    claim_expires_at     REAL,
+    last_error           TEXT
+);
+
+-- The claim's pending arm walks this index in claim order and stops at LIMIT
+-- (no sort of the backlog): priority DESC, run_at, id within one queue.
+CREATE INDEX alk_jobs_pending_claim ON alk_jobs (queue, priority DESC, run_at, id)
+    WHERE state = 'pending';
+
+-- Earliest delayed job per queue (the wake loop's "next due" timer).
+CREATE INDEX alk_jobs_pending_due ON alk_jobs (queue, run_at) WHERE state = 'pending';
+
+-- Lapsed claims (reclaim arm, pre-claim exhausted sweep, next lapse).
+CREATE INDEX alk_jobs_processing ON alk_jobs (queue, claim_expires_at) WHERE state = 'processing';
+
+-- sweep_expired; rows without an expiry are not in the index at all.
+CREATE INDEX alk_jobs_expiry ON alk_jobs (queue, expires_at) WHERE expires_at IS NOT NULL;
+
+-- Dead letters keep the job's id, payload, attempts and stamps.
+CREATE TABLE alk_dead (
+    id                   INTEGER PRIMARY KEY,
+    queue                TEXT    NOT NULL,
+    payload              BLOB    NOT NULL,
+    priority             INTEGER NOT NULL,
+    run_at               REAL    NOT NULL,
+    created_at           REAL    NOT NULL,
+    attempts             INTEGER NOT NULL,
+    max_attempts         INTEGER NOT NULL,
+    visibility_timeout_s REAL    NOT NULL,
+    retry_base_s         REAL    NOT NULL,
+    expires_at           REAL,
+    worker_id            TEXT,
+    claim_expires_at     REAL,
+    last_error           TEXT,
+    died_at              REAL    NOT NULL
+);
+
+-- Retention purge per queue.
+CREATE INDEX alk_dead_died ON alk_dead (queue, died_at);
+
+-- Cross-process notifications (LISTEN/NOTIFY emulation, see listener.py).
+-- AUTOINCREMENT: ids only grow, so a listener's "id > cursor" never misses a
+-- note after old rows are trimmed.
+CREATE TABLE alk_notes (
+    id      INTEGER PRIMARY KEY AUTOINCREMENT,
+    channel TEXT NOT NULL,
+    payload TEXT NOT NULL
+);
