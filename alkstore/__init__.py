@@ -20,7 +20,7 @@ from alkstore.errors import (
 )
 from alkstore.store import JobHandle, Queue, Store, Transaction, TxQueue
 from alkstore.subscription import Subscription
-from alkstore.worker.task import Fail, Task, TaskCall
+from alkstore.tasks import Fail, Task, TaskCall
 
 __all__ = [
     # opening a store

@@ -28,7 +28,7 @@ from alkstore.core.names import check_name, check_schema
 from alkstore.core.options import QueueOpts, check_positive
 from alkstore.errors import InvalidArgumentError, StoreClosedError
 from alkstore.store import Store
-from alkstore.worker.task import Task
+from alkstore.tasks import Task
 
 if TYPE_CHECKING:
     from alkstore.worker.runtime import Worker

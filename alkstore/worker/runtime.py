@@ -54,8 +54,8 @@ from alkstore.core.names import check_name, check_worker_id
 from alkstore.core.options import QueueOpts, check_non_negative, check_positive
 from alkstore.errors import AlkstoreError, InvalidArgumentError, StoreClosedError
 from alkstore.store import JobHandle, Queue, Store
+from alkstore.tasks import BadCall, Fail, Task, decode_call
 from alkstore.worker.context import reset_current, set_current
-from alkstore.worker.task import BadCall, Fail, Task, decode_call
 
 if TYPE_CHECKING:
     from alkstore.app import App

@@ -10,7 +10,7 @@ import pytest
 
 import alkstore
 from alkstore.app import default_task_name
-from alkstore.worker.task import BadCall, decode_call, encode_call
+from alkstore.tasks import BadCall, decode_call, encode_call
 
 
 def make_app() -> alkstore.App:

@@ -5,6 +5,10 @@ name (so one queue can carry several tasks) and its arguments bound to the
 function's signature by name. Binding happens at ``defer``, so a wrong call
 fails in the producer (``TypeError``) and an argument JSON cannot encode
 fails there too (``PayloadError``), before anything is written.
+
+The producer side: it lives beside the store, not in ``worker/`` (the worker
+imports it; a producer never imports the worker). ``alkstore.worker``
+re-exports ``Fail``, ``Task`` and ``TaskCall``.
 """
 
 from __future__ import annotations
