@@ -1,7 +1,7 @@
 """Admin reads and repairs the queue contract doesn't offer: listing, counting, requeue.
 
-Used by the CLI (``alkstore jobs …``, ``alkstore stats``) and the worker (the
-next-due timer). Each method validates its input, then makes one engine call.
+Used by the CLI (``alkstore jobs …``, ``alkstore stats``). Each method
+validates its input, then makes one engine call.
 
 >>> admin = store.admin()
 >>> for s in await admin.stats(): print(s.queue, s.pending, s.dead)
@@ -85,8 +85,3 @@ class Admin:
         """Counts per queue that has any live or dead job, by queue name."""
         engine = self._store._check()
         return [QueueStats(*row) for row in await engine.stats()]
-
-    async def next_wake_in(self, queue: str) -> float | None:
-        """Seconds until a delayed job of ``queue`` becomes due or a claim lapses, if any."""
-        engine = self._store._check()
-        return await engine.next_wake_in(check_name(queue))

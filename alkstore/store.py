@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from alkstore.consume import ClaimLoop
 from alkstore.core.backoff import backoff_delay_s
 from alkstore.core.job import Job, Row, SweepResult
 from alkstore.core.names import check_name, check_worker_id, is_storable_text
@@ -95,6 +96,7 @@ class Store:
         self.url = url
         self._hub = ListenerHub(engine)
         self._acks = AckGroup(engine)
+        self._loops: weakref.WeakSet[ClaimLoop] = weakref.WeakSet()  # running claim loops
         self._closed = False
         self._forked = False
         _live_stores.add(self)
@@ -335,6 +337,10 @@ class Queue(_Enqueuing):
         expired, purged = await engine.sweep(self.name, self.opts.dead_letter_retention_s)
         return SweepResult(expired, purged)
 
+    async def _next_wake_in(self) -> float | None:
+        """Seconds until a delayed job becomes due or a claim lapses (the claim loop's timer)."""
+        return await self._store._check().next_wake_in(self.name)
+
     async def jobs(
         self, worker_id: str, batch: int = 1, *, poll_interval_s: float = 1.0
     ) -> AsyncIterator[JobHandle]:
@@ -342,28 +348,30 @@ class Queue(_Enqueuing):
 
         Listens on the queue's channel and claims on each wake; re-polls every
         ``poll_interval_s`` (covering a lost wake) and wakes itself when the
-        earliest delayed job becomes due or a claim lapses.
+        earliest delayed job becomes due or a claim lapses. A failed claim (the
+        database away) backs off and claims again; it never ends the loop.
         """
-        engine = self._store._check()
+        self._store._check()
         check_worker_id(worker_id)
         if type(batch) is not int or batch < 1:
             raise InvalidArgumentError(f"batch must be an int >= 1, got {batch!r}")
         poll = check_positive("poll_interval_s", poll_interval_s)
         async with self._store._wake_subscription(self.name) as sub:
-            while not sub.closed:
-                try:
-                    handles = await self.claim_batch(worker_id, batch)
-                except StoreClosedError:
-                    return  # closed while claiming: the loop ends quietly
-                for handle in handles:
-                    yield handle
-                if len(handles) == batch:
-                    continue
-                try:
-                    due = await engine.next_wake_in(self.name)
-                except StoreClosedError:
-                    return
-                await sub.wait(poll if due is None else min(poll, max(due, 0.0005)))
+            loop = ClaimLoop((self,), sub, poll)
+            self._store._loops.add(loop)
+            try:
+                while not sub.closed:
+                    handles = await loop.attempt(self.claim_batch, worker_id, batch)
+                    if handles is None:
+                        continue  # failed and backed off: claim again
+                    for handle in handles:
+                        yield handle
+                    if len(handles) < batch:
+                        await loop.wait_for_work()
+            except StoreClosedError:
+                return  # closed while claiming: the loop ends quietly
+            finally:
+                self._store._loops.discard(loop)
 
     def __repr__(self) -> str:
         return f"<alkstore.Queue {self.name!r}>"

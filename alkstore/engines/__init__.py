@@ -7,7 +7,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from alkstore.engine import Engine
-from alkstore.errors import InvalidArgumentError
+from alkstore.errors import EngineError, InvalidArgumentError
 
 __all__ = ["DEFAULT_URL", "open_engine", "resolve_url"]
 
@@ -38,6 +38,13 @@ def open_engine(url: str, schema: str, options: dict[str, Any]) -> Engine:
             )
         return SqliteEngine.from_options(path, {**query, **options})
     if parts.scheme in ("postgresql", "postgres"):
+        try:
+            import psycopg  # noqa: F401
+            import psycopg_pool  # noqa: F401
+        except ImportError as e:
+            raise EngineError(
+                f"a PostgreSQL store needs the driver: pip install 'alkstore[postgres]' ({e})"
+            ) from None
         from alkstore.engines.postgres.engine import PostgresEngine
 
         return PostgresEngine.from_url(url, schema, options)

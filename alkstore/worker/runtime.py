@@ -50,6 +50,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from alkstore.consume import ClaimLoop
 from alkstore.core.names import check_name, check_worker_id
 from alkstore.core.options import QueueOpts, check_non_negative, check_positive
 from alkstore.errors import AlkstoreError, InvalidArgumentError, StoreClosedError
@@ -353,50 +354,42 @@ class Worker:
 
     async def _claim_loop(self, store: Store, queues: list[Queue], sub: Subscription) -> None:
         assert self._slot_freed is not None
-        admin = store.admin()
+        loop = ClaimLoop(queues, sub, self.poll_interval_s, pause=self._pause)
+        store._loops.add(loop)
         turn = 0
-        failures = 0
-        while not self._stopping:
-            ahead = self._claim_ahead()
-            depth = self.concurrency + ahead  # jobs started or buffered, at most
-            refill_at = max(1, ahead // 2)  # a fuller buffer waits for a bigger claim
-            hold_max = 2 * depth  # held claims, outcomes still being written included
-            want = min(depth - self._active - len(self._ready), hold_max - len(self._runs))
-            idle_slots = self.concurrency - self._active > len(self._ready)
-            if want <= 0 or (want < refill_at and not idle_slots):
-                self._slot_freed.clear()
-                await self._slot_freed.wait()
-                continue
-            try:
-                for i in range(len(queues)):
-                    handles = await queues[(turn + i) % len(queues)].claim_batch(
-                        self.worker_id, want
-                    )
-                    self._take(handles)
-                    want -= len(handles)
-                    if want == 0:
-                        break
-                turn += 1
-                if want == 0:
+        try:
+            while not self._stopping:
+                ahead = self._claim_ahead()
+                depth = self.concurrency + ahead  # jobs started or buffered, at most
+                refill_at = max(1, ahead // 2)  # a fuller buffer waits for a bigger claim
+                hold_max = 2 * depth  # held claims, outcomes still being written included
+                want = min(depth - self._active - len(self._ready), hold_max - len(self._runs))
+                idle_slots = self.concurrency - self._active > len(self._ready)
+                if want <= 0 or (want < refill_at and not idle_slots):
+                    self._slot_freed.clear()
+                    await self._slot_freed.wait()
                     continue
+                left = await loop.attempt(self._claim_round, queues, turn, want)
+                turn += 1
+                if left is None or left == 0:
+                    continue  # backed off after a failure, or the claim filled what we want
                 # every queue came back short: wait for a wake, a due job or the re-poll
-                timeout = self.poll_interval_s
-                for name in self.queues:
-                    due = await admin.next_wake_in(name)
-                    if due is not None:
-                        timeout = min(timeout, max(due, 0.0005))
-                failures = 0
-            except StoreClosedError:
-                if not self._stopping:
-                    log.error("worker %s: the store was closed; stopping", self.worker_id)
-                return
-            except AlkstoreError as e:  # the database is away: keep the jobs we hold, back off
-                failures += 1
-                delay = min(0.1 * 2**failures, 5.0)
-                log.warning("claim failed (%s); retrying in %.1fs", e, delay)
-                await self._pause(delay)
-                continue
-            await sub.wait(timeout)
+                await loop.wait_for_work()
+        except StoreClosedError:
+            if not self._stopping:
+                log.error("worker %s: the store was closed; stopping", self.worker_id)
+        finally:
+            store._loops.discard(loop)
+
+    async def _claim_round(self, queues: list[Queue], turn: int, want: int) -> int:
+        """Claim from each queue in turn until ``want`` jobs are held; how many are missing."""
+        for i in range(len(queues)):
+            handles = await queues[(turn + i) % len(queues)].claim_batch(self.worker_id, want)
+            self._take(handles)
+            want -= len(handles)
+            if want == 0:
+                break
+        return want
 
     def _claim_ahead(self) -> int:
         """How many jobs to hold in the buffer now: ``prefetch`` at most, and no more

@@ -82,7 +82,7 @@ async def migrate_to(target: Target, migrations: list[Migration]) -> int:
     if target.engine == "sqlite":
         conn = sqlite3.connect(sqlite_path(target), isolation_level=None)
         try:
-            return sqlite_migrate.migrate(conn, _sqlite_write(conn), migrations)
+            return sqlite_migrate.migrate(conn, _sqlite_write(conn), None, migrations)
         finally:
             conn.close()
     aconn = await psycopg.AsyncConnection.connect(target.url, autocommit=True)

@@ -11,7 +11,10 @@ call these helpers, which know each engine's tables and parameter style:
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import time
+from collections.abc import AsyncIterator
 from typing import Protocol
 
 import alkstore
@@ -56,3 +59,36 @@ async def make_due_now(store: alkstore.Store, target: Target, job_id: int) -> No
             await tx.execute(
                 f"UPDATE {live} SET run_at = now() - interval '1 second' WHERE id = {p}", (job_id,)
             )
+
+
+def fail_fast_options(target: Target) -> dict[str, object]:
+    """Store options under which a locked database fails an operation quickly."""
+    return {"busy_timeout_s": 0.05} if target.engine == "sqlite" else {}
+
+
+@contextlib.asynccontextmanager
+async def claims_refused(target: Target, url: str) -> AsyncIterator[None]:
+    """The database refuses the store's next operations, for real.
+
+    SQLite: another connection holds the write lock until the block ends (a
+    store opened with :func:`fail_fast_options` gets "database is locked").
+    PostgreSQL: every other connection to the database is terminated on entry
+    (the pool's idle connections are dead the next time they are used).
+    """
+    if target.engine == "sqlite":
+        conn = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            yield
+        finally:
+            conn.execute("ROLLBACK")
+            conn.close()
+        return
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    yield

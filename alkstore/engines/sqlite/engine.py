@@ -206,8 +206,8 @@ class SqliteEngine:
             raise
 
     def _open_sync(self) -> None:
-        self._conn = self._new_connection()
-        migrate(self._conn, self._write)
+        conn = self._conn = self._new_connection()
+        migrate(conn, self._write, lambda sql: self._with_busy_retry(lambda: conn.execute(sql)))
 
     async def close(self) -> None:
         if self._closed:

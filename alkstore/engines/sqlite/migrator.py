@@ -30,10 +30,14 @@ def _version(conn: sqlite3.Connection) -> int:
 def migrate(
     conn: sqlite3.Connection,
     write: Write,
+    outside: Callable[[str], object] | None = None,
     migrations: Sequence[Migration] | None = None,
 ) -> int:
     """Bring ``conn``'s database up to the last of ``migrations`` (default: this
-    alkstore's); the version reached."""
+    alkstore's); the version reached. ``write`` runs a unit in a write
+    transaction; ``outside`` runs one statement outside any (with the caller's
+    busy retry)."""
+    run = outside or conn.execute
     if migrations is None:
         migrations = MIGRATIONS
     target = migrations[-1].version
@@ -62,7 +66,7 @@ def migrate(
         if write(check) >= migration.version:
             continue
         for statement in migration.statements:  # outside a transaction, idempotent
-            conn.execute(statement)
+            run(statement)
 
         def record(c: sqlite3.Connection, m: Migration = migration) -> int:
             current = _version(c)

@@ -1,0 +1,104 @@
+"""The one consumption loop: claim → next due time → wait, for ``Queue.jobs()`` and the Worker.
+
+A consumer claims until a claim comes back short, then asks when the next
+delayed job of its queues becomes due (or a claim lapses) and waits for a
+wake, that moment or the re-poll, whichever is first. A failed claim (the
+database restarted, a connection was killed, the disk is full) never ends
+the loop: it backs off (0.2 s doubling to 5 s) and claims again; only a
+closed store ends it (:class:`StoreClosedError` reaches the caller).
+
+``idle`` is set while the loop waits with nothing to claim: a readiness
+signal for tests and embedders ("the consumer is now waiting").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from alkstore.errors import AlkstoreError, StoreClosedError
+
+if TYPE_CHECKING:
+    from alkstore.store import Queue
+    from alkstore.subscription import Subscription
+
+__all__ = ["BACKOFF_MAX_S", "ClaimLoop", "backoff_s"]
+
+log = logging.getLogger("alkstore.consume")
+
+T = TypeVar("T")
+
+BACKOFF_MAX_S = 5.0
+_DUE_MIN_S = 0.0005  # a due time already past still waits this long (no busy loop)
+
+
+def backoff_s(failures: int) -> float:
+    """The pause after ``failures`` failed claims in a row: 0.2 s, 0.4 s, … at most 5 s."""
+    return min(0.1 * 2.0 ** min(failures, 16), BACKOFF_MAX_S)
+
+
+class ClaimLoop:
+    """The shared parts of a claim loop over ``queues``, woken through ``sub``."""
+
+    def __init__(
+        self,
+        queues: Sequence[Queue],
+        sub: Subscription,
+        poll_interval_s: float,
+        *,
+        pause: Callable[[float], Awaitable[None]] | None = None,
+    ) -> None:
+        self.queues = queues
+        self.sub = sub
+        self.poll_interval_s = poll_interval_s
+        self.failures = 0
+        self.idle = asyncio.Event()
+        self._pause = pause or self._pause_unless_closed
+
+    async def attempt(self, op: Callable[..., Awaitable[T]], *args: Any) -> T | None:
+        """Run one claim step: its result, or ``None`` after it failed and the loop backed off.
+
+        :class:`StoreClosedError` is not a failure: it reaches the caller, which ends.
+        """
+        try:
+            result = await op(*args)
+        except StoreClosedError:
+            raise
+        except AlkstoreError as e:
+            self.failures += 1
+            delay = backoff_s(self.failures)
+            log.warning("claim failed (%s); retrying in %.1fs", e, delay)
+            await self._pause(delay)
+            return None
+        self.failures = 0
+        return result
+
+    async def wait_for_work(self) -> None:
+        """Nothing more to claim now: wait for a wake, the next due time or the re-poll."""
+        timeout = await self.attempt(self._timeout)
+        if timeout is None:
+            return  # the next-due read failed; the loop already backed off
+        self.idle.set()
+        try:
+            await self.sub.wait(timeout)
+        finally:
+            self.idle.clear()
+
+    async def _timeout(self) -> float:
+        timeout = self.poll_interval_s
+        for queue in self.queues:
+            due = await queue._next_wake_in()
+            if due is not None:
+                timeout = min(timeout, max(due, _DUE_MIN_S))
+        return timeout
+
+    async def _pause_unless_closed(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not self.sub.closed:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            await self.sub.wait(left)
