@@ -19,13 +19,24 @@ from collections.abc import AsyncIterator, Coroutine, Iterable, Iterator, Sequen
 from types import TracebackType
 from typing import Any, TypeVar
 
+from alkstore import admin as _admin
 from alkstore import store as _async
+from alkstore import subscription as _subscription
 from alkstore.connect import connect as _aconnect
 from alkstore.core.job import Job, Notification, Row, SweepResult
 from alkstore.core.options import EnqueueOpts, QueueOpts
 from alkstore.errors import StoreClosedError
 
-__all__ = ["JobHandle", "Queue", "Store", "Subscription", "Transaction", "TxQueue", "connect"]
+__all__ = [
+    "Admin",
+    "JobHandle",
+    "Queue",
+    "Store",
+    "Subscription",
+    "Transaction",
+    "TxQueue",
+    "connect",
+]
 
 T = TypeVar("T")
 
@@ -144,6 +155,10 @@ class Store:
 
     def listen(self, *channels: str) -> Subscription:
         return Subscription(self._async.listen(*channels), self._runner)
+
+    def admin(self) -> Admin:
+        """Listing, counts and dead-letter requeue (the twin of ``alkstore.Store.admin``)."""
+        return Admin(self._async.admin(), self._runner)
 
     def close(self) -> None:
         """Close the store; idempotent."""
@@ -316,17 +331,31 @@ class TxQueue(_Enqueuing):
 class Subscription:
     """The blocking twin of :class:`alkstore.Subscription`: ``for note in sub``."""
 
-    def __init__(self, asub: Any, runner: _Runner) -> None:
+    def __init__(self, asub: _subscription.Subscription, runner: _Runner) -> None:
         self._async = asub
         self._runner = runner
+        self.channels = asub.channels
+
+    @property
+    def closed(self) -> bool:
+        """Whether the subscription (or its store) was closed."""
+        return self._async.closed
+
+    def close(self) -> None:
+        """Stop listening; idempotent."""
+        if not self._runner.closed:
+            self._runner.run(self._async.aclose())
+
+    def wait(self, timeout: float | None) -> bool:
+        """Wait for a note or a gap, up to ``timeout`` s; drop what was pending."""
+        return self._runner.run(self._async.wait(timeout))
 
     def __enter__(self) -> Subscription:
         self._runner.run(self._async.__aenter__())
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if not self._runner.closed:
-            self._runner.run(self._async.aclose())
+        self.close()
 
     def get(self, timeout: float | None = None) -> Notification | None:
         """The next notification, or ``None`` after ``timeout`` seconds."""
@@ -341,3 +370,27 @@ class Subscription:
 
     def __iter__(self) -> Iterator[Notification]:
         return self._runner.iterate(self._async)
+
+
+class Admin:
+    """The blocking twin of :class:`alkstore.admin.Admin`."""
+
+    def __init__(self, aadmin: _admin.Admin, runner: _Runner) -> None:
+        self._async = aadmin
+        self._runner = runner
+
+    def list_jobs(self, queue: str, state: str | None = None, limit: int = 100) -> list[Job]:
+        """Jobs of ``queue`` (live and dead, or one ``state``) in id order, at most ``limit``."""
+        return self._runner.run(self._async.list_jobs(queue, state, limit))
+
+    def find_job(self, job_id: int) -> Job | None:
+        """The job with this id in any queue, live or dead."""
+        return self._runner.run(self._async.find_job(job_id))
+
+    def requeue(self, job_id: int) -> bool:
+        """Move a dead job back to pending with ``attempts`` 0; ``False`` if it is not dead."""
+        return self._runner.run(self._async.requeue(job_id))
+
+    def stats(self) -> list[_admin.QueueStats]:
+        """Counts per queue that has any live or dead job, by queue name."""
+        return self._runner.run(self._async.stats())

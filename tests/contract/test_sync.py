@@ -181,3 +181,29 @@ def test_sync_with_closes_the_store(target, qname: str) -> None:  # type: ignore
     with sync.connect(target.url, **target.connect_kwargs()) as store:
         store.queue(qname).enqueue(b"")
     assert store.closed
+
+
+def test_the_sync_admin_lists_counts_and_requeues(sstore: sync.Store, qname: str) -> None:
+    q = sstore.queue(qname)
+    job_id = q.enqueue(b"x")
+    handle = q.claim_one("w")
+    assert handle is not None and handle.fail("boom")
+    admin = sstore.admin()
+    assert [j.id for j in admin.list_jobs(qname, "dead")] == [job_id]
+    found = admin.find_job(job_id)
+    assert found is not None and found.state == "dead"
+    stats = {s.queue: s for s in admin.stats()}
+    assert stats[qname].dead == 1 and stats[qname].pending == 0
+    assert admin.requeue(job_id) is True
+    assert admin.requeue(job_id) is False
+    again = q.claim_one("w")
+    assert again is not None and again.job.id == job_id and again.ack()
+
+
+def test_a_sync_subscription_reports_closed(sstore: sync.Store) -> None:
+    sub = sstore.listen("c")
+    with sub:
+        assert not sub.closed
+        sstore.notify("c", "hi")
+        assert sub.wait(WAIT) is True
+    assert sub.closed
