@@ -67,6 +67,12 @@ class Engine(Protocol):
 
     name: str
 
+    @property
+    def listens(self) -> bool:
+        """A capability: whether :meth:`subscribe` delivers notes. ``False`` is a
+        poll-only store (PostgreSQL ``listen=off``): the store never subscribes,
+        ``store.listen()`` refuses, and claim loops rely on their re-poll."""
+
     async def open(self) -> None:
         """Connect and create or upgrade the schema (idempotent, safe concurrently)."""
 
@@ -76,8 +82,9 @@ class Engine(Protocol):
     async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
         """Insert one row per payload in one transaction, then wake the queue's channel."""
 
-    async def claim(self, queue: str, worker_id: str, n: int) -> list[Row]:
-        """Pre-claim exhausted sweep plus claim of up to ``n`` rows, in one atomic unit."""
+    async def claim(self, queue: str, worker_id: str, n: int, exhausted_error: str) -> list[Row]:
+        """Pre-claim exhausted sweep (dead rows get ``exhausted_error``) plus claim of up
+        to ``n`` rows, in one atomic unit; in any order (the store sorts them)."""
 
     async def ack_many(self, items: Sequence[tuple[str, int, int]]) -> set[tuple[int, int]]:
         """Delete each fenced ``(queue, job_id, attempts)`` row in one transaction;
@@ -108,8 +115,11 @@ class Engine(Protocol):
     async def get_job(self, queue: str, job_id: int) -> Row | None:
         """Read a live or dead row."""
 
-    async def sweep(self, queue: str, retention_s: float | None) -> tuple[int, int]:
-        """Move expired live rows to dead; purge dead rows older than ``retention_s``."""
+    async def sweep(
+        self, queue: str, retention_s: float | None, expired_error: str
+    ) -> tuple[int, int]:
+        """Move expired live rows to dead (with ``expired_error``); purge dead rows
+        older than ``retention_s``."""
 
     async def next_wake_in(self, queue: str) -> float | None:
         """Seconds until the next delayed row becomes due or a claim lapses, if any."""
@@ -118,7 +128,8 @@ class Engine(Protocol):
         """Send a notification (auto-commit)."""
 
     async def subscribe(self, channels: Sequence[str], sink: NoteSink) -> None:
-        """Start delivering notes of ``channels`` (store channels included) to ``sink``."""
+        """Start delivering notes of ``channels`` (store channels included) to ``sink``;
+        called only when :attr:`listens`."""
 
     async def unsubscribe(self, channels: Sequence[str]) -> None:
         """Stop listening on ``channels``."""

@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 from alkstore.consume import ClaimLoop
 from alkstore.core.backoff import backoff_delay_s
-from alkstore.core.job import Job, Row, SweepResult
+from alkstore.core.job import (
+    ERROR_EXPIRED,
+    ERROR_FAILED,
+    ERROR_MAX_ATTEMPTS,
+    Job,
+    Row,
+    SweepResult,
+    claim_order,
+)
 from alkstore.core.names import check_name, check_worker_id, is_storable_text
 from alkstore.core.options import (
     EnqueueOpts,
@@ -37,8 +45,6 @@ if TYPE_CHECKING:
 __all__ = ["JobHandle", "Queue", "Store", "Transaction", "TxQueue"]
 
 DEFAULT_QUEUE_OPTS = QueueOpts()
-ERROR_MAX_ATTEMPTS = "max attempts exceeded"
-ERROR_FAILED = "failed"
 # ids live in a signed 64-bit column on every engine
 _JOB_ID_MIN, _JOB_ID_MAX = -(2**63), 2**63 - 1
 
@@ -165,17 +171,29 @@ class Store:
         engine = self._check()
         await engine.notify(check_name(queue), "")
 
+    @property
+    def listens(self) -> bool:
+        """Whether notifications are delivered; ``False`` on a poll-only store
+        (PostgreSQL ``listen=off``), where :meth:`listen` refuses and claim
+        loops find work by re-polling."""
+        return self._engine.listens
+
     def listen(self, *channels: str) -> Subscription:
         """``async with store.listen("a", "b") as sub: async for note in sub: ...``."""
-        self._check()
+        engine = self._check()
+        if not engine.listens:
+            raise InvalidArgumentError(
+                "this store is poll-only (listen=off): store.listen() would never deliver"
+            )
         if not channels:
             raise InvalidArgumentError("listen needs at least one channel")
         for channel in channels:
             check_name(channel, "channel")
         return Subscription(self._hub, channels, wake_only=False)
 
-    def _wake_subscription(self, channel: str) -> Subscription:
-        return Subscription(self._hub, (channel,), wake_only=True)
+    def _wake_subscription(self, *channels: str) -> Subscription:
+        """The wakes of claim loops (on a poll-only store: only its close)."""
+        return Subscription(self._hub, channels, wake_only=True)
 
     async def close(self) -> None:
         """Close the store; idempotent. Every later operation raises StoreClosedError."""
@@ -305,7 +323,9 @@ class Queue(_Enqueuing):
         if n <= 0:
             return []
         # a LIMIT is a signed 64-bit integer on every engine; more than that is "all"
-        rows = await engine.claim(self.name, worker_id, min(n, _JOB_ID_MAX))
+        rows = await engine.claim(self.name, worker_id, min(n, _JOB_ID_MAX), ERROR_MAX_ATTEMPTS)
+        if len(rows) > 1:
+            rows.sort(key=claim_order)  # an engine may return them in any order
         return [JobHandle(self, Job(row)) for row in rows]
 
     async def ack_batch(self, ids: Iterable[int]) -> int:
@@ -334,7 +354,9 @@ class Queue(_Enqueuing):
     async def sweep_expired(self) -> SweepResult:
         """Dead-letter expired jobs; purge dead ones older than the retention."""
         engine = self._store._check()
-        expired, purged = await engine.sweep(self.name, self.opts.dead_letter_retention_s)
+        expired, purged = await engine.sweep(
+            self.name, self.opts.dead_letter_retention_s, ERROR_EXPIRED
+        )
         return SweepResult(expired, purged)
 
     async def _next_wake_in(self) -> float | None:

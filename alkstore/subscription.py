@@ -115,7 +115,7 @@ class ListenerHub:
     async def add(self, sub: Subscription) -> None:
         async with self._lock:
             fresh = [ch for ch in dict.fromkeys(sub.channels) if not self._subs.get(ch)]
-            if fresh:
+            if fresh and self._engine.listens:  # poll-only: wakes come from the re-poll only
                 await self._engine.subscribe(fresh, self.deliver)
             for ch in sub.channels:
                 self._subs.setdefault(ch, set()).add(sub)
@@ -130,7 +130,7 @@ class ListenerHub:
                     if not subs:
                         del self._subs[ch]
                         gone.append(ch)
-            if gone:
+            if gone and self._engine.listens:
                 with contextlib.suppress(Exception):  # the store may be closing
                     await self._engine.unsubscribe(gone)
 

@@ -133,6 +133,11 @@ class Store:
     def closed(self) -> bool:
         return self._async.closed
 
+    @property
+    def listens(self) -> bool:
+        """Whether notifications are delivered (``False``: a poll-only store)."""
+        return self._async.listens
+
     def queue(self, name: str, opts: QueueOpts | None = None) -> Queue:
         """A handle for queue ``name`` (no I/O)."""
         return Queue(self._async.queue(name, opts), self._runner)

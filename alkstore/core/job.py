@@ -14,9 +14,27 @@ from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any, Literal, NamedTuple
 
-__all__ = ["ROW_FIELDS", "Job", "JobState", "Notification", "Row", "SweepResult"]
+__all__ = [
+    "ERROR_EXPIRED",
+    "ERROR_FAILED",
+    "ERROR_MAX_ATTEMPTS",
+    "ROW_FIELDS",
+    "claim_order",
+    "Job",
+    "JobState",
+    "Notification",
+    "Row",
+    "SweepResult",
+]
 
 JobState = Literal["pending", "processing", "dead"]
+
+
+# The last_error a dead-letter move records when the caller gave none: decided
+# here, passed to the engine as parameters (no engine spells them).
+ERROR_MAX_ATTEMPTS = "max attempts exceeded"  # a retry or a lapsed claim with no attempts left
+ERROR_EXPIRED = "expired"  # swept past its expires_at
+ERROR_FAILED = "failed"  # JobHandle.fail() without a message
 
 # The canonical row layout every engine returns, in this order. Time columns
 # are POSIX seconds (float) or aware datetimes; Job normalises both to UTC.
@@ -39,6 +57,11 @@ ROW_FIELDS = (
     "died_at",
 )
 Row = tuple[Any, ...]
+
+
+def claim_order(row: Row) -> tuple[int, Any, int]:
+    """The claim order of a row (priority DESC, run_at, id): the store sorts claims by it."""
+    return (-row[4], row[5], row[0])
 
 
 def _utc(value: object) -> datetime | None:

@@ -310,7 +310,7 @@ class Worker:
             redact_url(store.url),
         )
         try:
-            async with store.listen(*self.queues) as sub:
+            async with store._wake_subscription(*self.queues) as sub:
                 self._sub = sub
                 if self._stopping:
                     await sub.aclose()

@@ -48,6 +48,13 @@ async def next_job(got: asyncio.Queue[JobHandle]) -> JobHandle:
     return await asyncio.wait_for(got.get(), WAIT)
 
 
+async def until_idle(store: alkstore.Store) -> None:
+    """Until a claim loop of ``store`` waits with nothing to claim (its own readiness signal)."""
+    async with asyncio.timeout(WAIT):
+        while not any(loop.idle.is_set() for loop in list(store._loops)):
+            await asyncio.sleep(0.001)  # polling the signal, not waiting out a duration
+
+
 async def test_jobs_yields_backlog_then_wakes_on_enqueue_across_connections(
     open_store,
     qname: str,  # type: ignore[no-untyped-def]
@@ -57,7 +64,7 @@ async def test_jobs_yields_backlog_then_wakes_on_enqueue_across_connections(
     async with consumer(consuming.queue(qname)) as got:
         handle = await next_job(got)
         assert handle.job.id == first and await handle.ack()
-        await asyncio.sleep(0.2)  # the loop is now waiting on its channel
+        await until_idle(consuming)  # the loop is now waiting on its channel
         for i in range(5):
             job_id = await producer.queue(qname).enqueue(f"woken {i}")
             handle = await next_job(got)
@@ -71,7 +78,7 @@ async def test_jobs_wakes_on_enqueue_many_and_claims_in_batches(
 ) -> None:
     producer, consuming = await open_store(), await open_store()
     async with consumer(consuming.queue(qname), batch=4) as got:
-        await asyncio.sleep(0.2)
+        await until_idle(consuming)
         ids = await producer.queue(qname).enqueue_many([str(i) for i in range(10)])
         handles = [await next_job(got) for _ in ids]
         assert [h.job.id for h in handles] == ids
@@ -84,7 +91,7 @@ async def test_jobs_wakes_on_transactional_enqueue_after_commit(
 ) -> None:
     producer, consuming = await open_store(), await open_store()
     async with consumer(consuming.queue(qname)) as got:
-        await asyncio.sleep(0.2)
+        await until_idle(consuming)
         async with producer.transaction() as tx:
             job_id = await tx.queue(qname).enqueue(b"tx")
         handle = await next_job(got)
@@ -99,7 +106,7 @@ async def test_poll_only_fallback_claims_a_job_whose_wake_never_came(
     q = store.queue(qname)
     job_id = await q.enqueue(b"silent", EnqueueOpts(delay_s=3600))
     async with consumer(q, poll=0.3) as got:
-        await asyncio.sleep(0.2)  # waiting; its next self-wake is an hour away
+        await until_idle(store)  # waiting; its next self-wake is an hour away
         await make_due_now(store, target, job_id)  # due now, and no wake is sent
         handle = await next_job(got)
         assert handle.job.id == job_id
@@ -111,7 +118,7 @@ async def test_delayed_job_wakes_the_loop_when_it_becomes_due(
 ) -> None:
     producer, consuming = await open_store(), await open_store()
     async with consumer(consuming.queue(qname)) as got:
-        await asyncio.sleep(0.2)
+        await until_idle(consuming)
         job_id = await producer.queue(qname).enqueue(b"later", EnqueueOpts(delay_s=0.5))
         handle = await next_job(got)
         assert handle.job.id == job_id
@@ -131,12 +138,16 @@ async def test_lapsed_claim_wakes_the_loop_for_a_reclaim(store: alkstore.Store, 
 async def test_jobs_ignores_other_queues(open_store, qname: str) -> None:  # type: ignore[no-untyped-def]
     producer, consuming = await open_store(), await open_store()
     async with consumer(consuming.queue(qname)) as got:
-        await asyncio.sleep(0.2)
-        await producer.queue(qname + "-other").enqueue(b"not mine")
+        await until_idle(consuming)
+        other = await producer.queue(qname + "-other").enqueue(b"not mine")
         mine = await producer.queue(qname).enqueue(b"mine")
         handle = await next_job(got)
         assert handle.job.id == mine
+        await until_idle(consuming)  # it claimed again, found nothing and waits
         assert got.empty()
+        untouched = await producer.queue(qname + "-other").get_job(other)
+        assert untouched is not None and untouched.state == "pending"
+        assert untouched.attempts == 0
 
 
 async def test_jobs_ends_when_the_store_closes(open_store, qname: str) -> None:  # type: ignore[no-untyped-def]
@@ -150,7 +161,7 @@ async def test_jobs_ends_when_the_store_closes(open_store, qname: str) -> None: 
         return count
 
     task = asyncio.create_task(run())
-    await asyncio.sleep(0.2)
+    await until_idle(store)
     await store.close()
     assert await asyncio.wait_for(task, WAIT) == 0
 

@@ -42,10 +42,6 @@ log = logging.getLogger("alkstore.postgres")
 Conn = psycopg.AsyncConnection[TupleRow]
 
 
-def _claim_order(row: Row) -> tuple[int, Any, int]:
-    return (-row[4], row[5], row[0])
-
-
 def _insert_params(queue: str, payloads: Sequence[bytes], stamps: Stamps) -> dict[str, Any]:
     return {
         "queue": queue,
@@ -279,11 +275,9 @@ class PostgresEngine:
             raise EngineError(f"PostgreSQL error in enqueue_on: {e}") from e
 
     # -- claim and handle operations ---------------------------------------------------
-    async def claim(self, queue: str, worker_id: str, n: int) -> list[Row]:
-        rows = await self._fetchall("claim", {"queue": queue, "worker": worker_id, "n": n})
-        if len(rows) > 1:
-            rows.sort(key=_claim_order)
-        return rows
+    async def claim(self, queue: str, worker_id: str, n: int, exhausted_error: str) -> list[Row]:
+        params = {"queue": queue, "worker": worker_id, "n": n, "exhausted_error": exhausted_error}
+        return await self._fetchall("claim", params)
 
     async def ack_many(self, items: Sequence[tuple[str, int, int]]) -> set[tuple[int, int]]:
         if len(items) == 1:
@@ -333,8 +327,11 @@ class PostgresEngine:
     async def get_job(self, queue: str, job_id: int) -> Row | None:
         return await self._fetchone("get_job", {"id": job_id, "queue": queue})
 
-    async def sweep(self, queue: str, retention_s: float | None) -> tuple[int, int]:
-        row = await self._fetchone("sweep", {"queue": queue, "retention": retention_s})
+    async def sweep(
+        self, queue: str, retention_s: float | None, expired_error: str
+    ) -> tuple[int, int]:
+        params = {"queue": queue, "retention": retention_s, "expired_error": expired_error}
+        row = await self._fetchone("sweep", params)
         assert row is not None
         return int(row[0]), int(row[1])
 
@@ -347,10 +344,14 @@ class PostgresEngine:
     async def notify(self, channel: str, payload: str) -> None:
         await self._rowcount("notify", {"channel": channel, "payload": payload})
 
+    @property
+    def listens(self) -> bool:
+        return self.settings.listen
+
     async def subscribe(self, channels: Sequence[str], sink: NoteSink) -> None:
         self._check()
         if not self.settings.listen:
-            return  # poll-only mode: consumers rely on their re-poll interval
+            raise InvalidArgumentError("this store is poll-only (listen=off): nothing to listen to")
         if self._listener is None:
             self._listener = Listener(lambda: self.connect(prepare=False), sink)
         await self._listener.listen(channels)

@@ -64,14 +64,11 @@ def _is_busy(error: sqlite3.Error) -> bool:
     return "locked" in str(error) or "busy" in str(error)
 
 
-def _claim_order(row: Row) -> tuple[int, float, int]:
-    return (-row[4], row[5], row[0])
-
-
 class SqliteEngine:
     """Storage on one SQLite file, shared safely by many processes on one machine."""
 
     name = "sqlite"
+    listens = True  # the notes table is always there
 
     def __init__(
         self,
@@ -281,20 +278,20 @@ class SqliteEngine:
 
     # -- claim and handle operations ---------------------------------------------
     @staticmethod
-    def _claim_unit(conn: sqlite3.Connection, queue: str, worker: str, n: int) -> list[Row]:
+    def _claim_unit(
+        conn: sqlite3.Connection, queue: str, worker: str, n: int, exhausted_error: str
+    ) -> list[Row]:
         now = time.time()
-        params = {"queue": queue, "now": now}
+        params = {"queue": queue, "now": now, "exhausted_error": exhausted_error}
         if conn.execute(Q["sweep_exhausted_copy"], params).rowcount:
             conn.execute(Q["sweep_exhausted_delete"], params)
         rows = conn.execute(
             Q["claim"], {"queue": queue, "now": now, "worker": worker, "n": n}
         ).fetchall()
-        if len(rows) > 1:
-            rows.sort(key=_claim_order)
         return rows
 
-    async def claim(self, queue: str, worker_id: str, n: int) -> list[Row]:
-        return await self._call(self._write, self._claim_unit, queue, worker_id, n)
+    async def claim(self, queue: str, worker_id: str, n: int, exhausted_error: str) -> list[Row]:
+        return await self._call(self._write, self._claim_unit, queue, worker_id, n, exhausted_error)
 
     @staticmethod
     def _fenced(queue: str, job_id: int, attempts: int) -> dict[str, Any]:
@@ -370,10 +367,10 @@ class SqliteEngine:
 
     @staticmethod
     def _sweep_unit(
-        conn: sqlite3.Connection, queue: str, retention_s: float | None
+        conn: sqlite3.Connection, queue: str, retention_s: float | None, expired_error: str
     ) -> tuple[int, int]:
         now = time.time()
-        params = {"queue": queue, "now": now}
+        params = {"queue": queue, "now": now, "expired_error": expired_error}
         expired = conn.execute(Q["expire_copy"], params).rowcount
         if expired:
             conn.execute(Q["expire_delete"], params)
@@ -383,8 +380,10 @@ class SqliteEngine:
             purged = conn.execute(Q["purge_dead"], cutoff).rowcount
         return expired, purged
 
-    async def sweep(self, queue: str, retention_s: float | None) -> tuple[int, int]:
-        return await self._call(self._write, self._sweep_unit, queue, retention_s)
+    async def sweep(
+        self, queue: str, retention_s: float | None, expired_error: str
+    ) -> tuple[int, int]:
+        return await self._call(self._write, self._sweep_unit, queue, retention_s, expired_error)
 
     @staticmethod
     def _next_due(conn: sqlite3.Connection, queue: str) -> float | None:

@@ -292,6 +292,9 @@ async def test_poll_only_mode_still_delivers_jobs_by_re_polling(
     consumer = await _open(stores, pg_url, schema, listen="off", prepare="off")
     producer = await _open(stores, pg_url, schema)
     assert _engine(consumer).settings.listen is False
+    assert consumer.listens is False and producer.listens is True  # a capability, asked
+    with pytest.raises(InvalidArgumentError, match="poll-only"):
+        consumer.listen("anything")
     q = consumer.queue("polled")
     got = []
 
@@ -480,6 +483,6 @@ async def test_every_operation_after_close_raises_store_closed(pg_url: str, sche
     await store.close()
     await store.close()  # idempotent
     with pytest.raises(alkstore.StoreClosedError):
-        await engine.claim("q", "w", 1)
+        await engine.claim("q", "w", 1, "max attempts exceeded")
     with pytest.raises(alkstore.StoreClosedError):
         await engine.begin()

@@ -68,7 +68,7 @@ WITH swept AS (
                                    worker_id, claim_expires_at, last_error, died_at)
     SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-           'max attempts exceeded', now()
+           %(exhausted_error)s::text, now()
     FROM swept
 ), pending AS MATERIALIZED (
     SELECT id, priority, run_at FROM {schema}.alk_jobs
@@ -234,7 +234,7 @@ WITH expired AS (
                                    worker_id, claim_expires_at, last_error, died_at)
     SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-           'expired', now()
+           %(expired_error)s::text, now()
     FROM expired
     RETURNING 1
 ), purged AS (

@@ -17,7 +17,7 @@ INSERT INTO alk_dead (id, queue, payload, priority, run_at, created_at, attempts
                       claim_expires_at, last_error, died_at)
 SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       'max attempts exceeded', :now
+       :exhausted_error, :now
 FROM alk_jobs
 WHERE queue = :queue AND state = 'processing' AND claim_expires_at < :now
   AND attempts >= max_attempts;
@@ -128,7 +128,7 @@ INSERT INTO alk_dead (id, queue, payload, priority, run_at, created_at, attempts
                       claim_expires_at, last_error, died_at)
 SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       'expired', :now
+       :expired_error, :now
 FROM alk_jobs INDEXED BY alk_jobs_expiry
 WHERE queue = :queue AND expires_at IS NOT NULL AND expires_at <= :now;
 
