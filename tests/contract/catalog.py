@@ -200,6 +200,31 @@ def _pg_catalog(url: str, schema: str) -> dict[str, Any]:
         return out
 
 
+def row_counts(target: Target) -> dict[str, int]:
+    """Rows in every table of the store (the runner's bookkeeping included)."""
+    if target.engine == "sqlite":
+        conn = sqlite3.connect(sqlite_path(target))
+        try:
+            rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            names = [n for (n,) in rows]
+            return {n: conn.execute(f'SELECT count(*) FROM "{n}"').fetchone()[0] for n in names}
+        finally:
+            conn.close()
+    with psycopg.connect(target.url) as conn:
+        names = [
+            n
+            for (n,) in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = %s", (target.schema,)
+            )
+        ]
+        counts = {}
+        for n in names:
+            table = sql.Identifier(target.schema, n)
+            row = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone()
+            counts[n] = row[0] if row else 0
+        return counts
+
+
 def catalog(target: Target) -> dict[str, Any]:
     """The normalised catalog of what is built at ``target``."""
     if target.engine == "sqlite":

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import alkstore
 from alkstore import EnqueueOpts, QueueOpts
 
+from . import catalog
 from .rawsql import count_rows
 
 EPS = 0.01  # seconds: tolerance for clock readings taken on two sides of a round trip
@@ -211,10 +212,13 @@ async def test_queue_handles_are_free_and_write_nothing(
     target,
     qname: str,  # type: ignore[no-untyped-def]
 ) -> None:
-    before = await count_rows(store, target)
+    before = (await count_rows(store, target), catalog.row_counts(target))
     for i in range(50):
         store.queue(f"{qname}.{i}", QueueOpts(max_attempts=i + 1))
-    assert await count_rows(store, target) == before
+    # every table of the store, not only the job tables, is as it was
+    assert (await count_rows(store, target), catalog.row_counts(target)) == before
+    assert catalog.row_counts(target), "no tables were counted"
+    assert await store.admin().stats() == []
 
 
 async def test_get_job_is_scoped_to_its_queue(store: alkstore.Store, qname: str) -> None:

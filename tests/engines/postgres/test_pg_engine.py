@@ -165,7 +165,9 @@ async def test_the_claim_walks_the_partial_claim_index(
     # then as autovacuum leaves them: the claim walks its index in order either
     # way (no sort of the backlog), and ack_batch goes by primary key.
     for _ in ("stale", "analyzed"):
-        claim = await plan("claim", {"queue": "plan", "worker": "w", "n": 100})
+        claim = await plan(
+            "claim", {"queue": "plan", "worker": "w", "n": 100, "exhausted_error": "x"}
+        )
         assert "Index Scan using alk_jobs_claim" in claim, claim
         assert "Seq Scan" not in claim and "external" not in claim, claim
         ack = await plan("ack_batch", {"queue": "plan", "ids": [h.job.id for h in claimed]})
@@ -425,18 +427,22 @@ async def test_store_transaction_wakes_only_after_commit(
 async def test_wakes_of_a_burst_are_coalesced_and_the_trailing_one_arrives(
     pg_url: str, schema: str, stores: list[alkstore.Store]
 ) -> None:
-    store = await _open(stores, pg_url, schema, wake_coalesce_ms=50)
+    # A window far longer than the burst takes: the first enqueue's wake goes out at
+    # once (leading edge), the other 49 merge into one wake at the window's end
+    # (trailing edge), which must arrive on its own, with no close to flush it.
+    store = await _open(stores, pg_url, schema, wake_coalesce_ms=1000)
     listener = await _open(stores, pg_url, schema)
     q = store.queue("burst")
+    waker = _engine(store)._waker
+    assert waker is not None
     async with listener.listen("burst") as sub:
-        for i in range(200):
+        await q.enqueue(0)
+        assert (await asyncio.wait_for(sub.__anext__(), 30)).channel == "burst"  # leading
+        for i in range(1, 50):
             await q.enqueue(i)
-        await asyncio.wait_for(sub.__anext__(), 30)
-        waker = _engine(store)._waker
-        assert waker is not None
-        await waker.close()  # flushes the trailing wake
-        assert 1 <= waker.sent < 200
-    assert await listener.queue("burst").claim_batch("w", 500) != []
+        assert (await asyncio.wait_for(sub.__anext__(), 30)).channel == "burst"  # trailing
+        assert 2 <= waker.sent < 50
+    assert len(await listener.queue("burst").claim_batch("w", 500)) == 50
 
 
 @pytest.mark.parametrize("mode", ["on", "off"])
