@@ -92,3 +92,19 @@ async def claims_refused(target: Target, url: str) -> AsyncIterator[None]:
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
     yield
+
+
+async def expire_now(store: alkstore.Store, target: Target, job_id: int) -> None:
+    """Set a live job's ``expires_at`` to one second ago, with no wake."""
+    live, _ = _tables(target)
+    p = _param(target)
+    async with store.transaction() as tx:
+        if target.engine == "sqlite":
+            await tx.execute(
+                f"UPDATE {live} SET expires_at = {p} WHERE id = {p}", (time.time() - 1, job_id)
+            )
+        else:
+            await tx.execute(
+                f"UPDATE {live} SET expires_at = now() - interval '1 second' WHERE id = {p}",
+                (job_id,),
+            )

@@ -168,3 +168,23 @@ async def test_committed_operations_survive_a_process_crash(
     assert job is not None
     assert (job.payload, job.state, job.worker_id) == (b"survivor", "processing", "crasher")
     assert await q.get_job(cancelled) is None
+
+
+async def test_a_claim_never_returns_more_than_n_under_concurrency(
+    store: alkstore.Store, qname: str
+) -> None:
+    q = store.queue(qname, QueueOpts(visibility_timeout_s=600))
+    for _ in range(3):
+        await q.enqueue_many([b"x"] * 1000)
+    seen: list[int] = []
+
+    async def claimer(n: int) -> None:
+        while True:
+            handles = await q.claim_batch(f"w{n}", n)
+            assert len(handles) <= n
+            if not handles:
+                return
+            seen.extend(h.job.id for h in handles)
+
+    await asyncio.gather(*(claimer(n) for n in (1, 3, 10, 64, 250, 999, 1000, 5)))
+    assert len(seen) == len(set(seen)) == 3000

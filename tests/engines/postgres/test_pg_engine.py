@@ -9,11 +9,9 @@ database itself is dropped by ``tests/conftest.py``).
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 import sys
 import uuid
-from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,7 @@ import pytest
 from psycopg import sql
 
 import alkstore
-from alkstore import EngineError, InvalidArgumentError, InvalidNameError, QueueOpts
+from alkstore import EngineError, InvalidArgumentError, InvalidNameError
 from alkstore.engines.postgres import SCHEMA_VERSION, PostgresEngine, migrate
 
 WORKERS = Path(__file__).with_name("pg_workers.py")
@@ -101,51 +99,7 @@ def _finish(proc: subprocess.Popen[str]) -> str:
     return out
 
 
-# -- exactly once, under real concurrency ----------------------------------------------
-@pytest.mark.slow
-async def test_eight_processes_drain_ten_thousand_jobs_exactly_once(
-    pg_url: str, schema: str, stores: list[alkstore.Store]
-) -> None:
-    store = await _open(stores, pg_url, schema)
-    q = store.queue("drain", QueueOpts(visibility_timeout_s=120))
-    ids: list[int] = []
-    for start in range(0, 10_000, 1000):
-        ids += await q.enqueue_many([f"job-{i}" for i in range(start, start + 1000)])
-
-    procs = [_spawn("drain", pg_url, schema, "drain", f"p{i}") for i in range(8)]
-    _start_together(procs)
-    claims = [claim for proc in procs for claim in json.loads(_finish(proc))]
-
-    claimed = Counter(job_id for job_id, _, _ in claims)
-    doubles = {job_id: n for job_id, n in claimed.items() if n > 1}
-    assert doubles == {}, f"double claims: {list(doubles)[:10]}"
-    assert set(claimed) == set(ids), f"lost: {sorted(set(ids) - set(claimed))[:10]}"
-    assert all(attempts == 1 for _, attempts, _ in claims)
-    assert len({claimer for _, _, claimer in claims}) > 1  # the work really was shared
-    assert await store.admin().stats() == []  # nothing left, live or dead
-
-
-async def test_a_claim_never_returns_more_than_n_under_concurrency(
-    pg_url: str, schema: str, stores: list[alkstore.Store]
-) -> None:
-    store = await _open(stores, pg_url, schema, pool_max=8)
-    q = store.queue("bounded", QueueOpts(visibility_timeout_s=120))
-    for _ in range(6):
-        await q.enqueue_many([b"x"] * 1000)
-    seen: list[int] = []
-
-    async def claimer(n: int) -> None:
-        while True:
-            handles = await q.claim_batch(f"w{n}", n)
-            assert len(handles) <= n
-            if not handles:
-                return
-            seen.extend(h.job.id for h in handles)
-
-    await asyncio.gather(*(claimer(n) for n in (1, 3, 10, 64, 250, 999, 1000, 5)))
-    assert len(seen) == len(set(seen)) == 6000
-
-
+# -- exactly once under concurrency: tests/contract/test_concurrency.py -----------------
 async def test_the_claim_walks_the_partial_claim_index(
     pg_url: str, schema: str, stores: list[alkstore.Store], admin: psycopg.AsyncConnection[Any]
 ) -> None:
