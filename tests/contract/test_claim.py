@@ -10,6 +10,8 @@ import pytest
 import alkstore
 from alkstore import EnqueueOpts, InvalidArgumentError, QueueOpts
 
+from .conftest import Clock
+
 SHORT = 0.3  # a visibility timeout that lapses within a test
 LAPSE = 0.45  # sleep this long to see it lapse
 
@@ -145,61 +147,67 @@ async def test_equal_priority_and_run_at_claim_in_id_order(
     assert [h.job.id for h in await q.claim_batch("w", 15)] == ids
 
 
-async def test_delayed_job_is_not_claimable_until_due(store: alkstore.Store, qname: str) -> None:
+async def test_delayed_job_is_not_claimable_until_due(
+    store: alkstore.Store, clock: Clock, qname: str
+) -> None:
     q = store.queue(qname)
     job_id = await q.enqueue(b"", EnqueueOpts(delay_s=SHORT))
     future = await q.enqueue(b"", EnqueueOpts(run_at=datetime.now(UTC) + timedelta(hours=1)))
     assert await q.claim_one("w") is None
-    await asyncio.sleep(LAPSE)
+    clock.advance(LAPSE)
     handle = await q.claim_one("w")
     assert handle is not None and handle.job.id == job_id
     assert await q.claim_one("w") is None
     assert (await q.get_job(future)).state == "pending"  # type: ignore[union-attr]
 
 
-async def test_expired_job_is_not_claimable(store: alkstore.Store, qname: str) -> None:
+async def test_expired_job_is_not_claimable(
+    store: alkstore.Store, clock: Clock, qname: str
+) -> None:
     q = store.queue(qname)
     job_id = await q.enqueue(b"", EnqueueOpts(expires_in_s=0.2))
-    await asyncio.sleep(0.35)
+    clock.advance(0.35)
     assert await q.claim_one("w") is None
     job = await q.get_job(job_id)
     assert job is not None and job.state == "pending"  # still there until sweep_expired
 
 
-async def test_expired_lapsed_claim_is_not_reclaimed(store: alkstore.Store, qname: str) -> None:
+async def test_expired_lapsed_claim_is_not_reclaimed(
+    store: alkstore.Store, clock: Clock, qname: str
+) -> None:
     q = store.queue(qname, QueueOpts(visibility_timeout_s=0.2))
     await q.enqueue(b"", EnqueueOpts(expires_in_s=0.3))
     assert await q.claim_one("w") is not None
-    await asyncio.sleep(LAPSE)
+    clock.advance(LAPSE)
     assert await q.claim_one("w") is None
 
 
-async def test_reclaim_consumes_an_attempt(store: alkstore.Store, qname: str) -> None:
+async def test_reclaim_consumes_an_attempt(store: alkstore.Store, clock: Clock, qname: str) -> None:
     q = store.queue(qname, QueueOpts(visibility_timeout_s=SHORT, max_attempts=3))
     job_id = await q.enqueue(b"r")
     first = await q.claim_one("w1")
     assert first is not None and first.job.attempts == 1
     assert await q.claim_one("w2") is None  # not lapsed yet
-    await asyncio.sleep(LAPSE)
+    clock.advance(LAPSE)
     second = await q.claim_one("w2")
     assert second is not None
     assert (second.job.id, second.job.attempts, second.job.worker_id) == (job_id, 2, "w2")
     assert second.job.claim_expires_at > first.job.claim_expires_at  # type: ignore[operator]
-    await asyncio.sleep(LAPSE)
+    clock.advance(LAPSE)
     third = await q.claim_one("w3")
     assert third is not None and third.job.attempts == 3
 
 
 async def test_pre_claim_sweep_dead_letters_an_exhausted_lapsed_claim(
-    store: alkstore.Store, qname: str
+    store: alkstore.Store, clock: Clock, qname: str
 ) -> None:
     q = store.queue(qname, QueueOpts(visibility_timeout_s=SHORT, max_attempts=2))
     job_id = await q.enqueue(b"doomed")
     assert await q.claim_one("w") is not None
-    await asyncio.sleep(LAPSE)
+    clock.advance(LAPSE)
     last = await q.claim_one("w")
     assert last is not None and last.job.attempts == 2  # the last allowed claim
-    await asyncio.sleep(LAPSE)  # ... and its worker died
+    clock.advance(LAPSE)  # ... and its worker died
     other = await q.enqueue(b"fine")
     handle = await q.claim_one("w")
     assert handle is not None and handle.job.id == other
@@ -210,19 +218,19 @@ async def test_pre_claim_sweep_dead_letters_an_exhausted_lapsed_claim(
 
 
 async def test_pre_claim_sweep_runs_even_when_nothing_is_claimable(
-    store: alkstore.Store, qname: str
+    store: alkstore.Store, clock: Clock, qname: str
 ) -> None:
     q = store.queue(qname, QueueOpts(visibility_timeout_s=SHORT, max_attempts=1))
     job_id = await q.enqueue(b"")
     assert await q.claim_one("w") is not None
-    await asyncio.sleep(LAPSE)
+    clock.advance(LAPSE)
     assert await q.claim_batch("w", 3) == []
     job = await q.get_job(job_id)
     assert job is not None and (job.state, job.last_error) == ("dead", "max attempts exceeded")
 
 
 async def test_pre_claim_sweep_leaves_unlapsed_and_other_queues_alone(
-    store: alkstore.Store, qname: str
+    store: alkstore.Store, clock: Clock, qname: str
 ) -> None:
     opts = QueueOpts(visibility_timeout_s=SHORT, max_attempts=1)
     mine, theirs = store.queue(qname, opts), store.queue(qname + "-b", opts)
@@ -233,7 +241,7 @@ async def test_pre_claim_sweep_leaves_unlapsed_and_other_queues_alone(
     holding = await long_q.enqueue(b"")
     got = await mine.claim_batch("w", 2)
     assert {h.job.id for h in got} == {live, holding}
-    await asyncio.sleep(LAPSE)
+    clock.advance(LAPSE)
     assert await mine.claim_one("w") is None
     # the other queue's lapsed, exhausted row is not touched by this queue's sweep
     assert (await theirs.get_job(lapsing)).state == "processing"  # type: ignore[union-attr]

@@ -12,6 +12,8 @@ import pytest
 import alkstore
 from alkstore import HandleConsumedError, InvalidArgumentError, JobHandle, QueueOpts
 
+from .conftest import Clock
+
 SHORT = 0.3
 LAPSE = 0.45
 
@@ -34,12 +36,12 @@ async def test_ack_deletes_the_row(store: alkstore.Store, qname: str) -> None:
 
 @pytest.mark.parametrize("op", ["ack", "retry", "retry_delay", "fail", "heartbeat"])
 async def test_every_handle_op_is_refused_after_lapse(
-    store: alkstore.Store, qname: str, op: str
+    store: alkstore.Store, clock: Clock, qname: str, op: str
 ) -> None:
     q = store.queue(qname, QueueOpts(visibility_timeout_s=SHORT, max_attempts=3))
     job_id = await q.enqueue(b"")
     handle = await claim(q)
-    await asyncio.sleep(LAPSE)
+    clock.advance(LAPSE)
     before = await q.get_job(job_id)
     call = {
         "ack": lambda: handle.ack(),
@@ -54,12 +56,12 @@ async def test_every_handle_op_is_refused_after_lapse(
 
 
 async def test_retry_and_fail_at_budget_are_refused_after_lapse(
-    store: alkstore.Store, qname: str
+    store: alkstore.Store, clock: Clock, qname: str
 ) -> None:
     q = store.queue(qname, QueueOpts(visibility_timeout_s=SHORT, max_attempts=1))
     ids = [await q.enqueue(b""), await q.enqueue(b"")]
     handles = await q.claim_batch("w", 2)
-    await asyncio.sleep(LAPSE)
+    clock.advance(LAPSE)
     assert await handles[0].retry() is False  # would dead-letter; refused
     assert await handles[1].fail() is False
     for job_id in ids:
@@ -68,12 +70,12 @@ async def test_retry_and_fail_at_budget_are_refused_after_lapse(
 
 
 async def test_a_stale_handle_cannot_touch_a_reclaimed_job(
-    store: alkstore.Store, qname: str
+    store: alkstore.Store, clock: Clock, qname: str
 ) -> None:
     q = store.queue(qname, QueueOpts(visibility_timeout_s=SHORT, max_attempts=5))
     job_id = await q.enqueue(b"")
     stale = await claim(q, "old")
-    await asyncio.sleep(LAPSE)
+    clock.advance(LAPSE)
     fresh = await claim(q, "new")
     assert fresh.job.attempts == 2
     snapshot = await q.get_job(job_id)
@@ -130,26 +132,26 @@ async def test_heartbeat_is_an_absolute_reset(store: alkstore.Store, qname: str)
 
 
 async def test_heartbeat_keeps_a_claim_alive_and_is_repeatable(
-    store: alkstore.Store, qname: str
+    store: alkstore.Store, clock: Clock, qname: str
 ) -> None:
     q = store.queue(qname, QueueOpts(visibility_timeout_s=SHORT))
     await q.enqueue(b"")
     handle = await claim(q)
     for _ in range(4):
-        await asyncio.sleep(SHORT / 2)
+        clock.advance(SHORT / 2)
         assert await handle.heartbeat() is True
     assert await q.claim_one("thief") is None  # still held, well past the first deadline
     assert await handle.heartbeat(30) is True
-    await asyncio.sleep(LAPSE)
+    clock.advance(LAPSE)
     assert await q.claim_one("thief") is None
     assert await handle.ack() is True
 
 
-async def test_late_heartbeat_is_refused(store: alkstore.Store, qname: str) -> None:
+async def test_late_heartbeat_is_refused(store: alkstore.Store, clock: Clock, qname: str) -> None:
     q = store.queue(qname, QueueOpts(visibility_timeout_s=SHORT))
     job_id = await q.enqueue(b"")
     handle = await claim(q)
-    await asyncio.sleep(LAPSE)
+    clock.advance(LAPSE)
     before = await q.get_job(job_id)
     assert await handle.heartbeat(60) is False
     assert await q.get_job(job_id) == before
@@ -331,11 +333,13 @@ async def test_a_consumed_handle_raises_on_a_second_one_shot_op(
     assert await q.get_job(job_id) == snapshot
 
 
-async def test_a_refused_op_still_consumes_the_handle(store: alkstore.Store, qname: str) -> None:
+async def test_a_refused_op_still_consumes_the_handle(
+    store: alkstore.Store, clock: Clock, qname: str
+) -> None:
     q = store.queue(qname, QueueOpts(visibility_timeout_s=SHORT))
     await q.enqueue(b"")
     handle = await claim(q)
-    await asyncio.sleep(LAPSE)
+    clock.advance(LAPSE)
     assert await handle.ack() is False
     assert handle.consumed
     with pytest.raises(HandleConsumedError):
@@ -379,7 +383,7 @@ async def test_bad_retry_delays_are_rejected(
 
 
 async def test_concurrent_acks_share_a_commit_but_each_stays_fenced(
-    store: alkstore.Store, qname: str
+    store: alkstore.Store, clock: Clock, qname: str
 ) -> None:
     # Acks issued at the same moment are group-committed; each must still get
     # its own answer: stale handles (same ids, older attempt) refused, fresh ones
@@ -389,7 +393,7 @@ async def test_concurrent_acks_share_a_commit_but_each_stays_fenced(
     await q.enqueue_many([{"n": i} for i in range(10)])
     await other.enqueue(b"o")
     stale = await q.claim_batch("old", 10)
-    await asyncio.sleep(LAPSE)
+    clock.advance(LAPSE)
     fresh = await q.claim_batch("new", 10)
     assert sorted(h.job.id for h in fresh) == sorted(h.job.id for h in stale)
     foreign = await claim(other)

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 import alkstore
 from alkstore import EnqueueOpts, InvalidArgumentError, QueueOpts
+
+from .conftest import Clock
 
 SHORT = 0.3
 LAPSE = 0.45
 
 
 async def test_ack_batch_counts_only_valid_claims_of_its_queue(
-    store: alkstore.Store, qname: str
+    store: alkstore.Store, clock: Clock, qname: str
 ) -> None:
     q = store.queue(qname, QueueOpts(visibility_timeout_s=60))
     short = store.queue(qname, QueueOpts(visibility_timeout_s=SHORT))
@@ -32,7 +32,7 @@ async def test_ack_batch_counts_only_valid_claims_of_its_queue(
     assert (await other.claim_one("w1")) is not None
     lapsed = await short.enqueue(b"lapsed")
     assert (await short.claim_one("w0")).job.id == lapsed  # type: ignore[union-attr]
-    await asyncio.sleep(LAPSE)
+    clock.advance(LAPSE)
     pending = await q.enqueue(b"pending")
     unknown = max(lapsed, valid_a, valid_b, valid_c, pending, foreign, dead) + 1000
 
@@ -122,7 +122,7 @@ async def test_cancel_and_get_job_reject_bad_ids(
 
 
 async def test_sweep_expired_moves_expired_rows_in_both_states(
-    store: alkstore.Store, qname: str
+    store: alkstore.Store, clock: Clock, qname: str
 ) -> None:
     q = store.queue(qname, QueueOpts(visibility_timeout_s=60))
     pending = await q.enqueue(b"p", EnqueueOpts(expires_in_s=SHORT, delay_s=3600))
@@ -133,7 +133,7 @@ async def test_sweep_expired_moves_expired_rows_in_both_states(
     forever = await q.enqueue(b"f")
     other = store.queue(qname + "-other")
     elsewhere = await other.enqueue(b"o", EnqueueOpts(expires_in_s=SHORT))
-    await asyncio.sleep(LAPSE)
+    clock.advance(LAPSE)
 
     result = await q.sweep_expired()
     assert result == alkstore.SweepResult(expired=2, purged=0)
@@ -149,12 +149,14 @@ async def test_sweep_expired_moves_expired_rows_in_both_states(
     assert await q.sweep_expired() == (0, 0)
 
 
-async def test_sweep_expired_keeps_the_row_whole(store: alkstore.Store, qname: str) -> None:
+async def test_sweep_expired_keeps_the_row_whole(
+    store: alkstore.Store, clock: Clock, qname: str
+) -> None:
     q = store.queue(qname, QueueOpts(visibility_timeout_s=60, max_attempts=4, retry_base_s=2))
     job_id = await q.enqueue(b"whole", EnqueueOpts(expires_in_s=SHORT, priority=3))
     handle = await q.claim_one("w")
     assert handle is not None
-    await asyncio.sleep(LAPSE)
+    clock.advance(LAPSE)
     await q.sweep_expired()
     job = await q.get_job(job_id)
     assert job is not None
@@ -163,7 +165,9 @@ async def test_sweep_expired_keeps_the_row_whole(store: alkstore.Store, qname: s
     assert job.created_at == handle.job.created_at
 
 
-async def test_retention_purges_old_dead_rows(store: alkstore.Store, qname: str) -> None:
+async def test_retention_purges_old_dead_rows(
+    store: alkstore.Store, clock: Clock, qname: str
+) -> None:
     q = store.queue(qname, QueueOpts(dead_letter_retention_s=SHORT))
     old = await q.enqueue(b"old")
     assert await (await q.claim_one("w")).fail()  # type: ignore[union-attr]
@@ -172,7 +176,7 @@ async def test_retention_purges_old_dead_rows(store: alkstore.Store, qname: str)
     assert await (await other.claim_one("w")).fail()  # type: ignore[union-attr]
     assert await q.sweep_expired() == (0, 0)  # died just now: kept
     assert (await q.get_job(old)).state == "dead"  # type: ignore[union-attr]
-    await asyncio.sleep(LAPSE)
+    clock.advance(LAPSE)
     young = await q.enqueue(b"young")
     assert await (await q.claim_one("w")).fail()  # type: ignore[union-attr]
     assert await q.sweep_expired() == (0, 1)
@@ -181,10 +185,12 @@ async def test_retention_purges_old_dead_rows(store: alkstore.Store, qname: str)
     assert (await other.get_job(theirs)).state == "dead"  # type: ignore[union-attr]
 
 
-async def test_retention_comes_from_the_sweeping_handle(store: alkstore.Store, qname: str) -> None:
+async def test_retention_comes_from_the_sweeping_handle(
+    store: alkstore.Store, clock: Clock, qname: str
+) -> None:
     job_id = await store.queue(qname).enqueue(b"")
     assert await (await store.queue(qname).claim_one("w")).fail()  # type: ignore[union-attr]
-    await asyncio.sleep(LAPSE)
+    clock.advance(LAPSE)
     forever = store.queue(qname)  # dead_letter_retention_s=None
     assert await forever.sweep_expired() == (0, 0)
     assert (await forever.get_job(job_id)).state == "dead"  # type: ignore[union-attr]
@@ -193,22 +199,26 @@ async def test_retention_comes_from_the_sweeping_handle(store: alkstore.Store, q
     assert await short.get_job(job_id) is None
 
 
-async def test_expired_and_purged_in_one_sweep(store: alkstore.Store, qname: str) -> None:
+async def test_expired_and_purged_in_one_sweep(
+    store: alkstore.Store, clock: Clock, qname: str
+) -> None:
     q = store.queue(qname, QueueOpts(dead_letter_retention_s=SHORT))
     dead = await q.enqueue(b"")
     assert await (await q.claim_one("w")).fail()  # type: ignore[union-attr]
     expiring = await q.enqueue(b"", EnqueueOpts(expires_in_s=SHORT))
-    await asyncio.sleep(LAPSE)
+    clock.advance(LAPSE)
     assert await q.sweep_expired() == (1, 1)  # the just-expired row is young: not purged
     assert await q.get_job(dead) is None
     assert (await q.get_job(expiring)).last_error == "expired"  # type: ignore[union-attr]
 
 
-async def test_zero_retention_purges_every_dead_row(store: alkstore.Store, qname: str) -> None:
+async def test_zero_retention_purges_every_dead_row(
+    store: alkstore.Store, clock: Clock, qname: str
+) -> None:
     q = store.queue(qname, QueueOpts(dead_letter_retention_s=0))
     ids = await q.enqueue_many([b"1", b"2"])
     for h in await q.claim_batch("w", 2):
         assert await h.fail()
-    await asyncio.sleep(0.05)
+    clock.advance(0.05)
     assert await q.sweep_expired() == (0, 2)
     assert [await q.get_job(i) for i in ids] == [None, None]

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -26,6 +27,7 @@ from alkstore.core.options import Stamps
 from alkstore.engine import NoteSink
 from alkstore.engines.postgres.listener import Listener
 from alkstore.engines.postgres.migrator import (
+    CLOCKED_NOW,
     QUERIES,
     SCHEMA_VERSION,
     format_sql,
@@ -71,6 +73,7 @@ class PostgresEngine:
         self.settings = settings
         self.schema = schema
         self.q = {name: format_sql(text, schema) for name, text in QUERIES.items()}
+        self._clock: Callable[[], float] | None = None
         self._prepare = 0 if settings.prepare else None
         self._pool: AsyncConnectionPool[Conn] | None = None
         self._waker: Waker | None = None
@@ -82,6 +85,21 @@ class PostgresEngine:
     def from_url(cls, url: str, schema: str, options: dict[str, Any]) -> PostgresEngine:
         """Build from a ``postgresql://`` URL (its query may carry alkstore options)."""
         return cls(parse_settings(url, options), schema)
+
+    def set_clock(self, clock: Callable[[], float]) -> None:
+        """TESTS ONLY: read "now" (POSIX seconds) from ``clock`` instead of the server.
+
+        Every query then takes the time as a parameter; call before use (the
+        queries are formatted again).
+        """
+        self._clock = clock
+        self.q = {name: format_sql(t, self.schema, CLOCKED_NOW) for name, t in QUERIES.items()}
+
+    def _timed(self, params: dict[str, Any]) -> dict[str, Any]:
+        clock = self._clock
+        if clock is None:
+            return params
+        return {**params, "now": datetime.fromtimestamp(clock(), UTC)}
 
     # -- plumbing ---------------------------------------------------------------------
     async def connect(self, *, prepare: bool = True) -> Conn:
@@ -144,7 +162,7 @@ class PostgresEngine:
         pool = self._check()
         try:
             async with pool.connection() as conn:
-                cur = await conn.execute(self.q[name], params, binary=True)
+                cur = await conn.execute(self.q[name], self._timed(params), binary=True)
                 return await cur.fetchall()
         except psycopg.Error as e:
             raise self._failure(e, name) from e
@@ -153,7 +171,7 @@ class PostgresEngine:
         pool = self._check()
         try:
             async with pool.connection() as conn:
-                cur = await conn.execute(self.q[name], params, binary=True)
+                cur = await conn.execute(self.q[name], self._timed(params), binary=True)
                 return await cur.fetchone()
         except psycopg.Error as e:
             raise self._failure(e, name) from e
@@ -162,7 +180,7 @@ class PostgresEngine:
         pool = self._check()
         try:
             async with pool.connection() as conn:
-                cur = await conn.execute(self.q[name], params)
+                cur = await conn.execute(self.q[name], self._timed(params))
                 return cur.rowcount
         except psycopg.Error as e:
             raise self._failure(e, name) from e
@@ -215,7 +233,7 @@ class PostgresEngine:
     # -- enqueue ------------------------------------------------------------------------
     async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
         pool = self._check()
-        params = _insert_params(queue, payloads, stamps)
+        params = self._timed(_insert_params(queue, payloads, stamps))
         mode = self.settings.wake
         try:
             async with pool.connection() as conn:
@@ -252,7 +270,8 @@ class PostgresEngine:
             # Our own cursor class: server-side binding and tuple rows, whatever
             # cursor_factory or row_factory the caller's connection was given.
             async with psycopg.AsyncCursor(conn, row_factory=tuple_row) as cur:
-                await cur.execute(self.q["insert_jobs"], _insert_params(queue, payloads, stamps))
+                params = self._timed(_insert_params(queue, payloads, stamps))
+                await cur.execute(self.q["insert_jobs"], params)
                 return _ids(await cur.fetchall())
         except psycopg.Error as e:
             raise EngineError(f"PostgreSQL error in enqueue_on: {e}") from e
@@ -269,7 +288,9 @@ class PostgresEngine:
             )
         try:
             with psycopg.Cursor(conn, row_factory=tuple_row) as cur:
-                cur.execute(self.q["insert_jobs"], _insert_params(queue, payloads, stamps))
+                cur.execute(
+                    self.q["insert_jobs"], self._timed(_insert_params(queue, payloads, stamps))
+                )
                 return _ids(cur.fetchall())
         except psycopg.Error as e:
             raise EngineError(f"PostgreSQL error in enqueue_on: {e}") from e
@@ -423,8 +444,9 @@ class PostgresTransaction:
     async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
         conn = self._live()
         try:
+            engine = self._engine
             cur = await conn.execute(
-                self._engine.q["insert_jobs"], _insert_params(queue, payloads, stamps)
+                engine.q["insert_jobs"], engine._timed(_insert_params(queue, payloads, stamps))
             )
             ids = _ids(await cur.fetchall())
         except psycopg.Error as e:

@@ -32,12 +32,19 @@ MIGRATIONS = load_migrations(_PACKAGE)
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
 
-def format_sql(text: str, schema: str) -> bytes:
-    """Put the schema into SQL as a quoted identifier wherever ``{schema}`` stands.
+SERVER_NOW = "now()"
+# The test clock (PostgresEngine.set_clock): the time comes as a parameter.
+CLOCKED_NOW = "COALESCE(%(now)s::timestamptz, now())"
 
-    Only that token is replaced, so other braces (``'{}'::jsonb``) stay as
+
+def format_sql(text: str, schema: str, now: str = SERVER_NOW) -> bytes:
+    """Put the schema into SQL as a quoted identifier wherever ``{schema}`` stands,
+    and the time source wherever ``{now}`` stands.
+
+    Only those tokens are replaced, so other braces (``'{}'::jsonb``) stay as
     they are. Kept as bytes: psycopg takes them as they are on every execution.
     """
+    text = text.replace("{now}", now)  # one of the two constants above, never input
     ident = sql.Identifier(schema)
     first, *rest = text.split("{schema}")
     parts: list[sql.Composable] = [sql.SQL(first)]  # our own .sql text, never input

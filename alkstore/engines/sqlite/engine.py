@@ -93,6 +93,11 @@ class SqliteEngine:
         self._listener: NoteListener | None = None
         self._closed = False
         self._notes_written = 0
+        self._clock: Callable[[], float] = time.time
+
+    def set_clock(self, clock: Callable[[], float]) -> None:
+        """TESTS ONLY: read "now" (POSIX seconds) from ``clock`` instead of ``time.time``."""
+        self._clock = clock
 
     @classmethod
     def from_options(cls, path: str, options: dict[str, Any]) -> SqliteEngine:
@@ -235,7 +240,7 @@ class SqliteEngine:
     def _insert(
         self, conn: sqlite3.Connection, queue: str, payloads: Sequence[bytes], stamps: Stamps
     ) -> list[int]:
-        now = time.time()
+        now = self._clock()
         run_at = stamps.run_at.timestamp() if stamps.run_at is not None else now + stamps.delay_s
         expires = None if stamps.expires_in_s is None else now + stamps.expires_in_s
         rest = (
@@ -277,11 +282,10 @@ class SqliteEngine:
         return await self._call(self._enqueue_sync, queue, payloads, stamps)
 
     # -- claim and handle operations ---------------------------------------------
-    @staticmethod
     def _claim_unit(
-        conn: sqlite3.Connection, queue: str, worker: str, n: int, exhausted_error: str
+        self, conn: sqlite3.Connection, queue: str, worker: str, n: int, exhausted_error: str
     ) -> list[Row]:
-        now = time.time()
+        now = self._clock()
         params = {"queue": queue, "now": now, "exhausted_error": exhausted_error}
         if conn.execute(Q["sweep_exhausted_copy"], params).rowcount:
             conn.execute(Q["sweep_exhausted_delete"], params)
@@ -293,19 +297,17 @@ class SqliteEngine:
     async def claim(self, queue: str, worker_id: str, n: int, exhausted_error: str) -> list[Row]:
         return await self._call(self._write, self._claim_unit, queue, worker_id, n, exhausted_error)
 
-    @staticmethod
-    def _fenced(queue: str, job_id: int, attempts: int) -> dict[str, Any]:
-        return {"id": job_id, "queue": queue, "attempts": attempts, "now": time.time()}
+    def _fenced(self, queue: str, job_id: int, attempts: int) -> dict[str, Any]:
+        return {"id": job_id, "queue": queue, "attempts": attempts, "now": self._clock()}
 
     @staticmethod
     def _exec_count(conn: sqlite3.Connection, name: str, params: dict[str, Any]) -> int:
         return conn.execute(Q[name], params).rowcount
 
-    @staticmethod
     def _ack_unit(
-        conn: sqlite3.Connection, items: Sequence[tuple[str, int, int]]
+        self, conn: sqlite3.Connection, items: Sequence[tuple[str, int, int]]
     ) -> set[tuple[int, int]]:
-        now = time.time()
+        now = self._clock()
         acked = set()
         ack = Q["ack"]
         for queue, job_id, attempts in items:
@@ -349,7 +351,7 @@ class SqliteEngine:
         return bool(await self._call(self._write, self._exec_count, "heartbeat", params))
 
     async def ack_batch(self, queue: str, ids: Sequence[int]) -> int:
-        params = {"queue": queue, "now": time.time(), "ids": json.dumps(ids)}
+        params = {"queue": queue, "now": self._clock(), "ids": json.dumps(ids)}
         return await self._call(self._write, self._exec_count, "ack_batch", params)
 
     async def cancel(self, queue: str, job_id: int) -> bool:
@@ -365,11 +367,10 @@ class SqliteEngine:
         params = {"id": job_id, "queue": queue}
         return await self._call(self._read, self._fetch_one, "get_job", params)
 
-    @staticmethod
     def _sweep_unit(
-        conn: sqlite3.Connection, queue: str, retention_s: float | None, expired_error: str
+        self, conn: sqlite3.Connection, queue: str, retention_s: float | None, expired_error: str
     ) -> tuple[int, int]:
-        now = time.time()
+        now = self._clock()
         params = {"queue": queue, "now": now, "expired_error": expired_error}
         expired = conn.execute(Q["expire_copy"], params).rowcount
         if expired:
@@ -385,9 +386,8 @@ class SqliteEngine:
     ) -> tuple[int, int]:
         return await self._call(self._write, self._sweep_unit, queue, retention_s, expired_error)
 
-    @staticmethod
-    def _next_due(conn: sqlite3.Connection, queue: str) -> float | None:
-        now = time.time()
+    def _next_due(self, conn: sqlite3.Connection, queue: str) -> float | None:
+        now = self._clock()
         due = conn.execute(Q["next_due"], {"queue": queue, "now": now}).fetchone()[0]
         return None if due is None else max(due - now, 0.0)
 
@@ -440,7 +440,7 @@ class SqliteEngine:
         return await self._call(self._read, self._fetch_one, "admin_find_job", {"id": job_id})
 
     def _requeue_unit(self, conn: sqlite3.Connection, job_id: int) -> bool:
-        params = {"id": job_id, "now": time.time()}
+        params = {"id": job_id, "now": self._clock()}
         row = conn.execute(Q["admin_requeue_copy"], params).fetchone()
         if row is None:
             return False
@@ -459,7 +459,7 @@ class SqliteEngine:
 
     async def stats(self) -> list[tuple[str, int, int, int, int, float | None]]:
         def read(conn: sqlite3.Connection) -> list[tuple[str, int, int, int, int, float | None]]:
-            now = time.time()
+            now = self._clock()
             rows = conn.execute(Q["admin_stats"], {"now": now}).fetchall()
             return [
                 (q, p, d, r, x, None if oldest is None else max(now - oldest, 0.0))

@@ -1,6 +1,7 @@
 -- Named queries of the PostgreSQL engine. {schema} is the store's schema as a
 -- quoted identifier, formatted once per engine; parameters are psycopg's
--- %(name)s placeholders (sent separately, never pasted). Every time is now():
+-- %(name)s placeholders (sent separately, never pasted). Every time is {now}:
+-- now() in production; a test clock makes it COALESCE(%(now)s, now()). It is
 -- the server's clock, read once per statement (each statement is its own
 -- transaction in autocommit, so now() is one reading for the whole statement).
 
@@ -39,9 +40,9 @@ INSERT INTO {schema}.alk_migrations (version, name) VALUES (%(version)s, %(name)
 INSERT INTO {schema}.alk_jobs (queue, payload, priority, run_at, created_at, max_attempts,
                                visibility_timeout_s, retry_base_s, expires_at)
 SELECT %(queue)s::text, p, %(priority)s::integer,
-       COALESCE(%(run_at)s::timestamptz, now() + make_interval(secs => %(delay)s::float8)),
-       now(), %(max_attempts)s::integer, %(visibility)s::float8, %(retry_base)s::float8,
-       now() + make_interval(secs => %(expires_in)s::float8)
+       COALESCE(%(run_at)s::timestamptz, {now} + make_interval(secs => %(delay)s::float8)),
+       {now}, %(max_attempts)s::integer, %(visibility)s::float8, %(retry_base)s::float8,
+       {now} + make_interval(secs => %(expires_in)s::float8)
 FROM unnest(%(payloads)b::bytea[]) AS p
 RETURNING id;
 
@@ -59,7 +60,7 @@ RETURNING id;
 -- RETURNING order is not guaranteed: the engine sorts the rows in claim order.
 WITH swept AS (
     DELETE FROM {schema}.alk_jobs
-    WHERE queue = %(queue)s AND state = 'processing' AND claim_expires_at < now()
+    WHERE queue = %(queue)s AND state = 'processing' AND claim_expires_at < {now}
       AND attempts >= max_attempts
     RETURNING *
 ), buried AS (
@@ -68,19 +69,19 @@ WITH swept AS (
                                    worker_id, claim_expires_at, last_error, died_at)
     SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-           %(exhausted_error)s::text, now()
+           %(exhausted_error)s::text, {now}
     FROM swept
 ), pending AS MATERIALIZED (
     SELECT id, priority, run_at FROM {schema}.alk_jobs
-    WHERE queue = %(queue)s AND state = 'pending' AND run_at <= now()
-      AND (expires_at IS NULL OR expires_at > now())
+    WHERE queue = %(queue)s AND state = 'pending' AND run_at <= {now}
+      AND (expires_at IS NULL OR expires_at > {now})
     ORDER BY priority DESC, run_at, id
     LIMIT %(n)s
     FOR UPDATE SKIP LOCKED
 ), lapsed AS MATERIALIZED (
     SELECT id, priority, run_at FROM {schema}.alk_jobs
-    WHERE queue = %(queue)s AND state = 'processing' AND claim_expires_at < now()
-      AND attempts < max_attempts AND (expires_at IS NULL OR expires_at > now())
+    WHERE queue = %(queue)s AND state = 'processing' AND claim_expires_at < {now}
+      AND attempts < max_attempts AND (expires_at IS NULL OR expires_at > {now})
     ORDER BY priority DESC, run_at, id
     LIMIT %(n)s
     FOR UPDATE SKIP LOCKED
@@ -93,7 +94,7 @@ UPDATE {schema}.alk_jobs AS j
 SET state = 'processing',
     attempts = j.attempts + 1,
     worker_id = %(worker)s,
-    claim_expires_at = now() + make_interval(secs => j.visibility_timeout_s)
+    claim_expires_at = {now} + make_interval(secs => j.visibility_timeout_s)
 FROM chosen
 WHERE j.id = chosen.id
 RETURNING j.id, j.queue, j.payload, j.state, j.priority, j.run_at, j.created_at, j.attempts,
@@ -110,7 +111,7 @@ RETURNING j.id, j.queue, j.payload, j.state, j.priority, j.run_at, j.created_at,
 WITH fenced AS MATERIALIZED (
     SELECT id FROM {schema}.alk_jobs
     WHERE id = %(id)s AND queue = %(queue)s AND (state || '') = 'processing'
-      AND attempts = %(attempts)s AND claim_expires_at >= now()
+      AND attempts = %(attempts)s AND claim_expires_at >= {now}
     FOR UPDATE
 )
 DELETE FROM {schema}.alk_jobs AS j USING fenced WHERE j.id = fenced.id;
@@ -126,7 +127,7 @@ WITH fenced AS MATERIALIZED (
     JOIN unnest(%(ids)b::bigint[], %(attempts)b::integer[], %(queues)b::text[])
          AS f(id, attempts, queue) ON j.id = f.id
     WHERE j.queue = f.queue AND (j.state || '') = 'processing' AND j.attempts = f.attempts
-      AND j.claim_expires_at >= now()
+      AND j.claim_expires_at >= {now}
     ORDER BY j.id
     FOR UPDATE OF j
 )
@@ -138,11 +139,11 @@ RETURNING j.id, j.attempts;
 WITH fenced AS MATERIALIZED (
     SELECT id FROM {schema}.alk_jobs
     WHERE id = %(id)s AND queue = %(queue)s AND (state || '') = 'processing'
-      AND attempts = %(attempts)s AND claim_expires_at >= now()
+      AND attempts = %(attempts)s AND claim_expires_at >= {now}
     FOR UPDATE
 )
 UPDATE {schema}.alk_jobs AS j
-SET state = 'pending', run_at = now() + make_interval(secs => %(delay)s::float8),
+SET state = 'pending', run_at = {now} + make_interval(secs => %(delay)s::float8),
     last_error = %(error)s::text, worker_id = NULL, claim_expires_at = NULL
 FROM fenced WHERE j.id = fenced.id;
 
@@ -166,7 +167,7 @@ FROM fenced WHERE j.id = fenced.id;
 WITH fenced AS MATERIALIZED (
     SELECT id FROM {schema}.alk_jobs
     WHERE id = %(id)s AND queue = %(queue)s AND (state || '') = 'processing'
-      AND attempts = %(attempts)s AND claim_expires_at >= now()
+      AND attempts = %(attempts)s AND claim_expires_at >= {now}
     FOR UPDATE
 ), moved AS (
     DELETE FROM {schema}.alk_jobs AS j USING fenced WHERE j.id = fenced.id
@@ -177,7 +178,7 @@ INSERT INTO {schema}.alk_dead (id, queue, payload, priority, run_at, created_at,
                                worker_id, claim_expires_at, last_error, died_at)
 SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       %(error)s::text, now()
+       %(error)s::text, {now}
 FROM moved;
 
 -- name: heartbeat
@@ -185,11 +186,11 @@ FROM moved;
 WITH fenced AS MATERIALIZED (
     SELECT id FROM {schema}.alk_jobs
     WHERE id = %(id)s AND queue = %(queue)s AND (state || '') = 'processing'
-      AND attempts = %(attempts)s AND claim_expires_at >= now()
+      AND attempts = %(attempts)s AND claim_expires_at >= {now}
     FOR UPDATE
 )
 UPDATE {schema}.alk_jobs AS j
-SET claim_expires_at = now() + make_interval(
+SET claim_expires_at = {now} + make_interval(
         secs => COALESCE(%(extend)s::float8, j.visibility_timeout_s))
 FROM fenced WHERE j.id = fenced.id;
 
@@ -203,7 +204,7 @@ FROM fenced WHERE j.id = fenced.id;
 -- made a drain slow down as it went.
 DELETE FROM {schema}.alk_jobs
 WHERE id = ANY(%(ids)b::bigint[]) AND queue = %(queue)s AND (state || '') = 'processing'
-  AND claim_expires_at >= now();
+  AND claim_expires_at >= {now};
 
 -- name: cancel
 DELETE FROM {schema}.alk_jobs WHERE id = %(id)s AND queue = %(queue)s;
@@ -226,7 +227,7 @@ FROM {schema}.alk_dead WHERE id = %(id)s AND queue = %(queue)s;
 -- statement's snapshot, so rows moved by this very sweep are not purged by it.
 WITH expired AS (
     DELETE FROM {schema}.alk_jobs
-    WHERE queue = %(queue)s AND expires_at IS NOT NULL AND expires_at <= now()
+    WHERE queue = %(queue)s AND expires_at IS NOT NULL AND expires_at <= {now}
     RETURNING *
 ), moved AS (
     INSERT INTO {schema}.alk_dead (id, queue, payload, priority, run_at, created_at, attempts,
@@ -234,13 +235,13 @@ WITH expired AS (
                                    worker_id, claim_expires_at, last_error, died_at)
     SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-           %(expired_error)s::text, now()
+           %(expired_error)s::text, {now}
     FROM expired
     RETURNING 1
 ), purged AS (
     DELETE FROM {schema}.alk_dead
     WHERE queue = %(queue)s AND %(retention)s::float8 IS NOT NULL
-      AND died_at < now() - make_interval(secs => %(retention)s::float8)
+      AND died_at < {now} - make_interval(secs => %(retention)s::float8)
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM purged);
@@ -248,12 +249,12 @@ SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM purged);
 -- name: next_due
 -- Seconds until the earliest future moment something of this queue becomes
 -- claimable: a delayed row falls due, or a claim lapses. NULL if nothing is waiting.
-SELECT EXTRACT(EPOCH FROM (min(t) - now()))::float8 FROM (
+SELECT EXTRACT(EPOCH FROM (min(t) - {now}))::float8 FROM (
     (SELECT min(run_at) AS t FROM {schema}.alk_jobs
-     WHERE queue = %(queue)s AND state = 'pending' AND run_at > now() AND run_at > created_at)
+     WHERE queue = %(queue)s AND state = 'pending' AND run_at > {now} AND run_at > created_at)
     UNION ALL
     (SELECT min(claim_expires_at) FROM {schema}.alk_jobs
-     WHERE queue = %(queue)s AND state = 'processing' AND claim_expires_at >= now())
+     WHERE queue = %(queue)s AND state = 'processing' AND claim_expires_at >= {now})
 ) AS due;
 
 -- name: notify
@@ -307,9 +308,9 @@ INSERT INTO {schema}.alk_jobs (id, queue, payload, state, priority, run_at, crea
                                attempts, max_attempts, visibility_timeout_s, retry_base_s,
                                expires_at, worker_id, claim_expires_at, last_error)
 OVERRIDING SYSTEM VALUE
-SELECT id, queue, payload, 'pending', priority, now(), created_at, 0, max_attempts,
+SELECT id, queue, payload, 'pending', priority, {now}, created_at, 0, max_attempts,
        visibility_timeout_s, retry_base_s,
-       CASE WHEN expires_at > now() THEN expires_at END, NULL, NULL, last_error
+       CASE WHEN expires_at > {now} THEN expires_at END, NULL, NULL, last_error
 FROM revived
 RETURNING queue;
 
@@ -317,14 +318,14 @@ RETURNING queue;
 -- Per queue: due pending, delayed pending, processing, dead, and the age in
 -- seconds of the oldest due pending row (NULL when none is due).
 SELECT queue, sum(pending)::bigint, sum(delayed)::bigint, sum(processing)::bigint,
-       sum(dead)::bigint, EXTRACT(EPOCH FROM (now() - min(oldest)))::float8
+       sum(dead)::bigint, EXTRACT(EPOCH FROM ({now} - min(oldest)))::float8
 FROM (
     SELECT queue,
-           count(*) FILTER (WHERE state = 'pending' AND run_at <= now()) AS pending,
-           count(*) FILTER (WHERE state = 'pending' AND run_at > now()) AS delayed,
+           count(*) FILTER (WHERE state = 'pending' AND run_at <= {now}) AS pending,
+           count(*) FILTER (WHERE state = 'pending' AND run_at > {now}) AS delayed,
            count(*) FILTER (WHERE state = 'processing') AS processing,
            0 AS dead,
-           min(run_at) FILTER (WHERE state = 'pending' AND run_at <= now()) AS oldest
+           min(run_at) FILTER (WHERE state = 'pending' AND run_at <= {now}) AS oldest
     FROM {schema}.alk_jobs GROUP BY queue
     UNION ALL
     SELECT queue, 0, 0, 0, count(*), NULL FROM {schema}.alk_dead GROUP BY queue
