@@ -23,6 +23,7 @@ __all__ = ["JOB_STATES", "Admin", "QueueStats"]
 
 JOB_STATES = ("pending", "processing", "dead")
 LIST_LIMIT_MAX = 10_000
+REQUEUE_ATTEMPTS = 0  # a requeued job starts a fresh attempt budget
 _ID_MAX = 2**63 - 1
 
 
@@ -79,7 +80,7 @@ class Admin:
         job is not dead.
         """
         engine = self._store._check()
-        return await engine.requeue_dead(_check_id(job_id))
+        return await engine.requeue_dead(_check_id(job_id), REQUEUE_ATTEMPTS)
 
     async def stats(self) -> list[QueueStats]:
         """Counts per queue that has any live or dead job, by queue name."""

@@ -144,9 +144,9 @@ class Engine(Protocol):
     async def find_job(self, job_id: int) -> Row | None:
         """The live or dead row with this id, in any queue."""
 
-    async def requeue_dead(self, job_id: int) -> bool:
+    async def requeue_dead(self, job_id: int, attempts: int) -> bool:
         """One transaction: dead row back to live ``pending``, ``run_at = now``,
-        ``attempts = 0``, a past ``expires_at`` cleared; then wake its queue."""
+        ``attempts`` as given, a past ``expires_at`` cleared; then wake its queue."""
 
     async def stats(self) -> list[tuple[str, int, int, int, int, float | None]]:
         """Per queue, by name: ``(queue, pending due now, pending delayed, processing,

@@ -389,8 +389,8 @@ class PostgresEngine:
     async def find_job(self, job_id: int) -> Row | None:
         return await self._fetchone("admin_find_job", {"id": job_id})
 
-    async def requeue_dead(self, job_id: int) -> bool:
-        row = await self._fetchone("admin_requeue", {"id": job_id})
+    async def requeue_dead(self, job_id: int, attempts: int) -> bool:
+        row = await self._fetchone("admin_requeue", {"id": job_id, "attempts": attempts})
         if row is None:
             return False
         self._wake(row[0])

@@ -299,7 +299,8 @@ FROM {schema}.alk_dead WHERE id = %(id)s;
 
 -- name: admin_requeue
 -- One statement (one transaction): the dead row back to live pending, due now,
--- attempts 0, a past expiry cleared; it keeps its id, payload, stamps and
+-- with the attempts the core decides (%(attempts)s) and an expiry already past
+-- cleared (kept only if still ahead); it keeps its id, payload, stamps and
 -- last_error (OVERRIDING SYSTEM VALUE: the id is the dead row's, not a new one).
 WITH revived AS (
     DELETE FROM {schema}.alk_dead WHERE id = %(id)s RETURNING *
@@ -308,7 +309,8 @@ INSERT INTO {schema}.alk_jobs (id, queue, payload, state, priority, run_at, crea
                                attempts, max_attempts, visibility_timeout_s, retry_base_s,
                                expires_at, worker_id, claim_expires_at, last_error)
 OVERRIDING SYSTEM VALUE
-SELECT id, queue, payload, 'pending', priority, {now}, created_at, 0, max_attempts,
+SELECT id, queue, payload, 'pending', priority, {now}, created_at, %(attempts)s::integer,
+       max_attempts,
        visibility_timeout_s, retry_base_s,
        CASE WHEN expires_at > {now} THEN expires_at END, NULL, NULL, last_error
 FROM revived

@@ -194,12 +194,13 @@ SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_a
 FROM alk_dead WHERE id = :id;
 
 -- name: admin_requeue_copy
--- Requeue, step 1: the dead row back to live pending, due now, attempts 0, a
--- past expiry cleared; it keeps its id, payload, stamps and last_error.
+-- Requeue, step 1: the dead row back to live pending, due now, with the attempts
+-- the core decides (:attempts) and an expiry already past cleared (kept only if
+-- still ahead); it keeps its id, payload, stamps and last_error.
 INSERT INTO alk_jobs (id, queue, payload, state, priority, run_at, created_at, attempts,
                       max_attempts, visibility_timeout_s, retry_base_s, expires_at,
                       worker_id, claim_expires_at, last_error)
-SELECT id, queue, payload, 'pending', priority, :now, created_at, 0,
+SELECT id, queue, payload, 'pending', priority, :now, created_at, :attempts,
        max_attempts, visibility_timeout_s, retry_base_s,
        CASE WHEN expires_at > :now THEN expires_at END,
        NULL, NULL, last_error
