@@ -19,6 +19,8 @@ from alkstore import (
     sync,
 )
 
+from .conftest import Clock
+
 WAIT = 20.0
 
 
@@ -69,6 +71,8 @@ def test_retry_fail_and_dead_letters(sstore: sync.Store, qname: str) -> None:
 
 
 def test_batch_ops_cancel_and_sweep(sstore: sync.Store, qname: str) -> None:
+    clock = Clock()
+    clock.install(sstore._async)
     q = sstore.queue(qname, QueueOpts(dead_letter_retention_s=0))
     ids = q.enqueue_many([b"1", b"2", b"3"])
     handles = q.claim_batch("w", 2)
@@ -77,9 +81,9 @@ def test_batch_ops_cancel_and_sweep(sstore: sync.Store, qname: str) -> None:
     assert q.ack_batch([ids[0], ids[2]]) == 1
     assert q.cancel(ids[2]) is True and q.cancel(ids[2]) is False
     expiring = q.enqueue(b"e", EnqueueOpts(expires_in_s=0.1))
-    time.sleep(0.2)
+    clock.advance(0.2)
     assert q.sweep_expired() == (1, 0)
-    time.sleep(0.05)
+    clock.advance(0.05)
     assert q.sweep_expired() == (0, 1)
     assert q.get_job(expiring) is None
 
@@ -130,7 +134,10 @@ def test_jobs_loop_wakes_across_stores(sstore: sync.Store, sibling: sync.Store, 
     thread.start()
     first = sstore.queue(qname).enqueue(b"1")
     assert ready.wait(WAIT)
-    time.sleep(0.2)
+    deadline = time.monotonic() + WAIT
+    while not any(loop.idle.is_set() for loop in list(sibling._async._loops)):  # waiting now
+        assert time.monotonic() < deadline
+        time.sleep(0.001)  # polling the loop's readiness signal
     rest = [sstore.queue(qname).enqueue(b"2"), sstore.queue(qname).enqueue(b"3")]
     thread.join(WAIT)
     assert not thread.is_alive()
