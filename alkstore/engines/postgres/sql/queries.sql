@@ -153,7 +153,7 @@ FROM fenced WHERE j.id = fenced.id;
 WITH fenced AS MATERIALIZED (
     SELECT id FROM {schema}.alk_jobs
     WHERE id = %(id)s AND queue = %(queue)s AND (state || '') = 'processing'
-      AND attempts = %(attempts)s AND claim_expires_at >= now()
+      AND attempts = %(attempts)s AND claim_expires_at >= {now}
     FOR UPDATE
 )
 UPDATE {schema}.alk_jobs AS j
