@@ -32,6 +32,7 @@ test: lint typecheck imports
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/features.py
 	$(BIN)/python bench/worker_throughput.py --pg $${ALKSTORE_BENCH_PG_URL:-postgresql://root@127.0.0.1:5432/test}
 
 clean:

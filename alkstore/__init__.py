@@ -7,20 +7,25 @@
 
 from alkstore.app import App
 from alkstore.connect import connect
+from alkstore.core.dedupe import Enqueued
 from alkstore.core.job import Job, JobState, Notification, SweepResult
 from alkstore.core.options import EnqueueOpts, QueueOpts
+from alkstore.core.results import JobOutcome
 from alkstore.errors import (
     AlkstoreError,
     EngineError,
     HandleConsumedError,
     InvalidArgumentError,
     InvalidNameError,
+    JobDeadError,
     PayloadError,
+    ResultTimeoutError,
+    ResultUnavailableError,
     StoreClosedError,
 )
 from alkstore.store import JobHandle, Queue, Store, Transaction, TxQueue
 from alkstore.subscription import Subscription
-from alkstore.tasks import Fail, Task, TaskCall
+from alkstore.tasks import Deferred, Fail, Task, TaskCall
 
 __all__ = [
     # opening a store
@@ -30,10 +35,12 @@ __all__ = [
     "Queue",
     "QueueOpts",
     "EnqueueOpts",
+    "Enqueued",
     "JobHandle",
     "Job",
     "JobState",
     "SweepResult",
+    "JobOutcome",
     # notify / listen
     "Notification",
     "Subscription",
@@ -41,6 +48,7 @@ __all__ = [
     "App",
     "Task",
     "TaskCall",
+    "Deferred",
     "Fail",
     # transactions
     "Transaction",
@@ -52,5 +60,8 @@ __all__ = [
     "PayloadError",
     "StoreClosedError",
     "HandleConsumedError",
+    "JobDeadError",
+    "ResultTimeoutError",
+    "ResultUnavailableError",
     "EngineError",
 ]

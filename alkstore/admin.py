@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from alkstore.core.job import Job
 from alkstore.core.names import check_name
+from alkstore.core.results import JobOutcome
 from alkstore.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -39,9 +40,10 @@ class QueueStats(NamedTuple):
 
 
 def _check_id(job_id: object) -> int:
-    if type(job_id) is not int or not 1 <= job_id <= _ID_MAX:
+    # an int, or an int subclass such as a task's Deferred call (never a bool)
+    if not isinstance(job_id, int) or isinstance(job_id, bool) or not 1 <= job_id <= _ID_MAX:
         raise InvalidArgumentError(f"job id must be a positive int, got {job_id!r}")
-    return job_id
+    return int(job_id)
 
 
 class Admin:
@@ -65,6 +67,35 @@ class Admin:
                 f"limit must be an int in [1, {LIST_LIMIT_MAX}], got {limit!r}"
             )
         return [Job(row) for row in await engine.list_jobs(queue, state, limit)]
+
+    async def outcomes(self, queue: str, limit: int = 20) -> list[JobOutcome]:
+        """The latest finished jobs of ``queue``, newest first: kept results (``success``)
+        and dead jobs (``dead``, with their last error), at most ``limit``."""
+        engine = self._store._check()
+        check_name(queue)
+        if type(limit) is not int or not 1 <= limit <= LIST_LIMIT_MAX:
+            raise InvalidArgumentError(
+                f"limit must be an int in [1, {LIST_LIMIT_MAX}], got {limit!r}"
+            )
+        return [JobOutcome.from_row(row) for row in await engine.list_outcomes(queue, limit)]
+
+    async def outcome(self, job_id: int, queue: str | None = None) -> JobOutcome | None:
+        """What became of one job (of ``queue``, or any): kept result, dead, live; if any."""
+        engine = self._store._check()
+        if queue is not None:
+            check_name(queue)
+        rows = await engine.outcomes(queue, [_check_id(job_id)])
+        return JobOutcome.from_row(rows[0]) if rows else None
+
+    async def schedule_marks(self, names: list[str]) -> list[tuple[str, float, int | None]]:
+        """``(name, last tick as POSIX seconds, last job id)`` of the named schedules."""
+        engine = self._store._check()
+        return await engine.schedule_marks(names)
+
+    async def mark_schedule(self, name: str, tick: float, job_id: int | None) -> None:
+        """Move a schedule's mark forward to ``tick`` (never back)."""
+        engine = self._store._check()
+        await engine.mark_schedule(name, tick, job_id)
 
     async def find_job(self, job_id: int) -> Job | None:
         """The job with this id in any queue, live or dead."""

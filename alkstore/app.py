@@ -31,6 +31,7 @@ from alkstore.store import Store
 from alkstore.tasks import Task
 
 if TYPE_CHECKING:
+    from alkstore.schedules import Missed, Schedule
     from alkstore.worker.runtime import Worker
 
 __all__ = ["App"]
@@ -61,6 +62,7 @@ class App:
         self.schema = check_schema(schema)
         self.options = options
         self.tasks: dict[str, Task[Any, Any]] = {}
+        self.schedules: list[Schedule] = []
         self._store: Store | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pid = 0
@@ -78,6 +80,7 @@ class App:
         visibility_timeout_s: float = 30.0,
         priority: int = 0,
         fail_on: Iterable[type[BaseException]] = (),
+        keep_result_s: float | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function (async, or sync to run in a thread) as a task.
 
@@ -85,6 +88,9 @@ class App:
         ``priority`` are stamped on each job at defer; ``timeout_s`` cancels a
         run that takes longer (it is retried); an exception of a ``fail_on``
         type, like :class:`alkstore.Fail`, dead-letters the job at once.
+        ``keep_result_s`` keeps each successful run's JSON return value that long
+        (``await (await task.defer(...)).result()``); a return value that is not
+        JSON fails the attempt.
         """
         check_name(queue)
         opts = QueueOpts(
@@ -95,6 +101,8 @@ class App:
         )
         if timeout_s is not None:
             timeout_s = check_positive("timeout_s", timeout_s)
+        if keep_result_s is not None:
+            keep_result_s = check_positive("keep_result_s", keep_result_s)
         fail_types = tuple(fail_on)
         for kind in fail_types:
             if not (isinstance(kind, type) and issubclass(kind, BaseException)):
@@ -119,8 +127,56 @@ class App:
                 opts=opts,
                 timeout_s=timeout_s,
                 fail_on=fail_types,
+                keep_result_s=keep_result_s,
             )
             self.tasks[task_name] = task
+            return task
+
+        return register
+
+    def periodic(
+        self,
+        *,
+        cron: str,
+        timezone: str = "UTC",
+        args: dict[str, Any] | None = None,
+        name: str | None = None,
+        missed: Missed = "latest",
+        max_missed: int = 10,
+        grace_s: float = 60.0,
+        overlap: bool = False,
+    ) -> Callable[[Task[P, R]], Task[P, R]]:
+        """Run a task on a cron schedule (stack it above ``@app.task``; several allowed).
+
+        ``cron``: 5 fields, or 6 with seconds first, in ``timezone``. Every worker
+        of the app schedules; each tick is one job however many run. After
+        downtime ``missed="latest"`` runs the latest missed tick once, ``"skip"``
+        runs none older than ``grace_s``, ``"all"`` runs up to ``max_missed`` of
+        them. Unless ``overlap``, a tick is skipped while the previous tick's job
+        is still pending or running. The handler reads its tick with
+        :func:`alkstore.worker.current_tick`.
+        """
+        from alkstore.schedules import Schedule
+
+        def register(task: Task[P, R]) -> Task[P, R]:
+            if not isinstance(task, Task):
+                raise InvalidArgumentError(f"@app.periodic goes above @app.task, got {task!r}")
+            schedule = Schedule(
+                task,
+                cron,
+                timezone,
+                dict(args or {}),
+                name or "",
+                missed,
+                max_missed,
+                check_positive("grace_s", grace_s),
+                bool(overlap),
+            )
+            if any(s.name == schedule.name for s in self.schedules):
+                raise InvalidArgumentError(
+                    f"schedule {schedule.name!r} is already registered; pass name=..."
+                )
+            self.schedules.append(schedule)
             return task
 
         return register

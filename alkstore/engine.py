@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from alkstore.core.dedupe import Enqueued
 from alkstore.core.job import Row
 from alkstore.core.options import Stamps
 
@@ -33,6 +34,16 @@ class EngineTransaction(Protocol):
 
     async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
         """Insert rows inside the transaction; their wake is sent only on commit."""
+
+    async def enqueue_keyed(
+        self,
+        queue: str,
+        payloads: Sequence[bytes],
+        keys: Sequence[str | None],
+        window_s: float | None,
+        stamps: Stamps,
+    ) -> list[Enqueued]:
+        """Deduplicated insert inside the transaction (``core.dedupe.keyed_enqueue``)."""
 
     async def notify(self, channel: str, payload: str) -> None:
         """Queue a notification delivered on commit, never on rollback."""
@@ -61,6 +72,28 @@ class SupportsOutbox(Protocol):
     ) -> list[int]:
         """The same on the caller's blocking connection, in the caller's thread."""
 
+    async def enqueue_keyed_on(
+        self,
+        conn: Any,
+        queue: str,
+        payloads: Sequence[bytes],
+        keys: Sequence[str | None],
+        window_s: float | None,
+        stamps: Stamps,
+    ) -> list[Enqueued]:
+        """Deduplicated insert on the caller's async connection, in their transaction."""
+
+    def enqueue_keyed_on_sync(
+        self,
+        conn: Any,
+        queue: str,
+        payloads: Sequence[bytes],
+        keys: Sequence[str | None],
+        window_s: float | None,
+        stamps: Stamps,
+    ) -> list[Enqueued]:
+        """The same on the caller's blocking connection."""
+
 
 class Engine(Protocol):
     """Storage for one store: the operations of CONTRACT.md, nothing decided here."""
@@ -82,6 +115,17 @@ class Engine(Protocol):
     async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
         """Insert one row per payload in one transaction, then wake the queue's channel."""
 
+    async def enqueue_keyed(
+        self,
+        queue: str,
+        payloads: Sequence[bytes],
+        keys: Sequence[str | None],
+        window_s: float | None,
+        stamps: Stamps,
+    ) -> list[Enqueued]:
+        """Deduplicated insert, one transaction (``core.dedupe.keyed_enqueue`` drives the
+        steps); then wake the queue's channel."""
+
     async def claim(self, queue: str, worker_id: str, n: int, exhausted_error: str) -> list[Row]:
         """Pre-claim exhausted sweep (dead rows get ``exhausted_error``) plus claim of up
         to ``n`` rows, in one atomic unit; in any order (the store sorts them)."""
@@ -89,6 +133,17 @@ class Engine(Protocol):
     async def ack_many(self, items: Sequence[tuple[str, int, int]]) -> set[tuple[int, int]]:
         """Delete each fenced ``(queue, job_id, attempts)`` row in one transaction;
         return the ``(job_id, attempts)`` pairs that were deleted."""
+
+    async def ack_result(
+        self, queue: str, job_id: int, attempts: int, value: str, keep_s: float
+    ) -> bool:
+        """Fenced delete plus the kept result (``outcome`` success, finish time, attempts,
+        expiry ``now + keep_s``) in one transaction; on commit, ``str(job_id)`` is sent on
+        ``core.results.RESULTS_CHANNEL``."""
+
+    async def outcomes(self, queue: str | None, ids: Sequence[int]) -> list[Row]:
+        """``core.results.OUTCOME_FIELDS`` rows of the listed jobs (of ``queue``, or of any
+        queue if None) that are live, dead or have a kept result (else absent)."""
 
     async def retry(
         self, queue: str, job_id: int, attempts: int, delay_s: float, error: str | None
@@ -117,12 +172,19 @@ class Engine(Protocol):
 
     async def sweep(
         self, queue: str, retention_s: float | None, expired_error: str
-    ) -> tuple[int, int]:
+    ) -> tuple[int, int, int, int]:
         """Move expired live rows to dead (with ``expired_error``); purge dead rows
-        older than ``retention_s``."""
+        older than ``retention_s``, kept results and dedupe windows past their expiry;
+        the four counts."""
 
     async def next_wake_in(self, queue: str) -> float | None:
         """Seconds until the next delayed row becomes due or a claim lapses, if any."""
+
+    async def schedule_marks(self, names: Sequence[str]) -> list[tuple[str, float, int | None]]:
+        """``(name, last tick as POSIX seconds, last job id)`` of the listed schedules."""
+
+    async def mark_schedule(self, name: str, tick: float, job_id: int | None) -> None:
+        """Move the schedule's mark to ``tick`` if that is later than its mark (or create it)."""
 
     async def notify(self, channel: str, payload: str) -> None:
         """Send a notification (auto-commit)."""
@@ -143,6 +205,10 @@ class Engine(Protocol):
 
     async def find_job(self, job_id: int) -> Row | None:
         """The live or dead row with this id, in any queue."""
+
+    async def list_outcomes(self, queue: str, limit: int) -> list[Row]:
+        """The latest finished jobs of ``queue`` (kept results and dead rows), newest first,
+        as ``OUTCOME_FIELDS`` rows, at most ``limit``."""
 
     async def requeue_dead(self, job_id: int, attempts: int) -> bool:
         """One transaction: dead row back to live ``pending``, ``run_at = now``,

@@ -13,7 +13,10 @@ __all__ = [
     "HandleConsumedError",
     "InvalidArgumentError",
     "InvalidNameError",
+    "JobDeadError",
     "PayloadError",
+    "ResultTimeoutError",
+    "ResultUnavailableError",
     "StoreClosedError",
 ]
 
@@ -47,3 +50,22 @@ class HandleConsumedError(AlkstoreError):
 
 class EngineError(AlkstoreError):
     """The database failed; the driver's exception is on ``__cause__``."""
+
+
+class JobDeadError(AlkstoreError):
+    """The awaited job is dead (failed for good); ``last_error`` says why."""
+
+    def __init__(self, job_id: int, last_error: str | None, attempts: int) -> None:
+        first = (last_error or "").splitlines()[0] if last_error else "no error recorded"
+        super().__init__(f"job {job_id} is dead after {attempts} attempt(s): {first}")
+        self.job_id = job_id
+        self.last_error = last_error
+        self.attempts = attempts
+
+
+class ResultTimeoutError(AlkstoreError, TimeoutError):
+    """The awaited job did not finish within the timeout (it may still finish)."""
+
+
+class ResultUnavailableError(AlkstoreError):
+    """The job is gone without a kept result (no such job, not kept, or purged)."""

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from alkstore.consume import ClaimLoop
 from alkstore.core.backoff import backoff_delay_s
+from alkstore.core.dedupe import Enqueued, check_dedupe_key
 from alkstore.core.job import (
     ERROR_EXPIRED,
     ERROR_FAILED,
@@ -30,6 +31,7 @@ from alkstore.core.options import (
     resolve,
 )
 from alkstore.core.payload import encode_notify_payload, encode_payload
+from alkstore.core.results import JobOutcome, encode_result
 from alkstore.engine import Engine, EngineTransaction, SupportsOutbox
 from alkstore.errors import (
     HandleConsumedError,
@@ -38,6 +40,7 @@ from alkstore.errors import (
 )
 from alkstore.group_ack import AckGroup
 from alkstore.subscription import ListenerHub, Subscription
+from alkstore.waiters import ResultWaiters
 
 if TYPE_CHECKING:
     from alkstore.admin import Admin
@@ -76,9 +79,14 @@ def _check_error(error: object) -> str | None:
 
 
 def _check_job_id(job_id: object) -> int:
-    if type(job_id) is not int or not _JOB_ID_MIN <= job_id <= _JOB_ID_MAX:
+    # an int, or an int subclass such as a task's Deferred call (never a bool)
+    if (
+        not isinstance(job_id, int)
+        or isinstance(job_id, bool)
+        or not _JOB_ID_MIN <= job_id <= _JOB_ID_MAX
+    ):
         raise InvalidArgumentError(f"job id must be a 64-bit int, got {job_id!r}")
-    return job_id
+    return int(job_id)
 
 
 def _encode_many(payloads: Iterable[object]) -> list[bytes]:
@@ -103,6 +111,7 @@ class Store:
         self._hub = ListenerHub(engine)
         self._acks = AckGroup(engine)
         self._loops: weakref.WeakSet[ClaimLoop] = weakref.WeakSet()  # running claim loops
+        self._results = ResultWaiters(self)
         self._closed = False
         self._forked = False
         _live_stores.add(self)
@@ -227,6 +236,37 @@ class Store:
         return f"<alkstore.Store {self.url!r} {state}>"
 
 
+def _dedupe_keys(
+    count: int, opts: EnqueueOpts | None, dedupe_keys: Iterable[str | None] | None
+) -> list[str | None] | None:
+    """One key (or None) per item, or ``None`` when no item has a key (the plain insert)."""
+    if dedupe_keys is None:
+        key = _key_of(opts)
+        return None if key is None else [key] * count
+    if isinstance(dedupe_keys, str | bytes):
+        raise InvalidArgumentError(f"dedupe_keys must be a list, got {dedupe_keys!r}")
+    keys = list(dedupe_keys)
+    if len(keys) != count:
+        raise InvalidArgumentError(
+            f"dedupe_keys has {len(keys)} item(s) for {count} payload(s); give one per payload"
+        )
+    for key in keys:
+        if key is not None:
+            check_dedupe_key("dedupe_keys item", key)
+    if _key_of(opts) is not None:
+        raise InvalidArgumentError("give dedupe_keys or opts.dedupe_key, not both")
+    return keys if any(key is not None for key in keys) else None
+
+
+def _key_of(opts: object) -> str | None:
+    """``opts.dedupe_key`` (None for anything but an EnqueueOpts: resolve rejects it)."""
+    return opts.dedupe_key if isinstance(opts, EnqueueOpts) else None
+
+
+def _window(opts: EnqueueOpts | None) -> float | None:
+    return opts.dedupe_window_s if isinstance(opts, EnqueueOpts) else None
+
+
 class _Enqueuing:
     """``enqueue`` and ``enqueue_many``, shared by Queue and TxQueue: each names its writer."""
 
@@ -244,23 +284,66 @@ class _Enqueuing:
         return self._stamps if opts is None else resolve(self.opts, opts)
 
     async def enqueue(self, payload: object, opts: EnqueueOpts | None = None) -> int:
-        """Write one job and wake the queue's consumers (on commit); returns its id."""
+        """Write one job and wake the queue's consumers (on commit); returns its id.
+
+        With ``opts.dedupe_key`` a duplicate writes nothing and returns the existing
+        job's id (:meth:`enqueue_unique` also says whether it was one).
+        """
+        if _key_of(opts) is not None:
+            return (await self.enqueue_unique(payload, opts)).id
         writer = self._writer()
         stamps = self._resolve(opts)
         data = payload if type(payload) is bytes else encode_payload(payload)
         ids = await writer.enqueue(self.name, (data,), stamps)
         return ids[0]
 
+    async def enqueue_unique(self, payload: object, opts: EnqueueOpts | None = None) -> Enqueued:
+        """:meth:`enqueue`, answering ``Enqueued(id, duplicate)``.
+
+        >>> got = await q.enqueue_unique({"order": 42}, EnqueueOpts(dedupe_key="order-42"))
+        >>> got.duplicate      # True if a live job (or the window) already held the key
+        """
+        return (await self.enqueue_many_unique((payload,), opts))[0]
+
     async def enqueue_many(
-        self, payloads: Iterable[object], opts: EnqueueOpts | None = None
+        self,
+        payloads: Iterable[object],
+        opts: EnqueueOpts | None = None,
+        *,
+        dedupe_keys: Iterable[str | None] | None = None,
     ) -> list[int]:
-        """Write many jobs in one transaction and one round trip, with one wake."""
+        """Write many jobs in one transaction and one round trip, with one wake.
+
+        ``dedupe_keys`` gives each item its own key (None: none); each item is
+        deduplicated on its own (``opts.dedupe_key`` applies one key to every item).
+        """
+        if dedupe_keys is not None or _key_of(opts) is not None:
+            got = await self.enqueue_many_unique(payloads, opts, dedupe_keys=dedupe_keys)
+            return [item.id for item in got]
         writer = self._writer()
         stamps = self._resolve(opts)
         data = _encode_many(payloads)
         if not data:
             return []
         return await writer.enqueue(self.name, data, stamps)
+
+    async def enqueue_many_unique(
+        self,
+        payloads: Iterable[object],
+        opts: EnqueueOpts | None = None,
+        *,
+        dedupe_keys: Iterable[str | None] | None = None,
+    ) -> list[Enqueued]:
+        """:meth:`enqueue_many`, answering ``Enqueued(id, duplicate)`` per item."""
+        writer = self._writer()
+        stamps = self._resolve(opts)
+        data = _encode_many(payloads)
+        keys = _dedupe_keys(len(data), opts, dedupe_keys)
+        if not data:
+            return []
+        if keys is None:
+            return [Enqueued(i, False) for i in await writer.enqueue(self.name, data, stamps)]
+        return await writer.enqueue_keyed(self.name, data, keys, _window(opts), stamps)
 
 
 class Queue(_Enqueuing):
@@ -285,6 +368,17 @@ class Queue(_Enqueuing):
             )
         return engine, _encode_many(payloads), self._resolve(opts)
 
+    async def enqueue_unique_on(
+        self, conn: Any, payload: object, opts: EnqueueOpts | None = None
+    ) -> Enqueued:
+        """:meth:`enqueue_on`, answering ``Enqueued(id, duplicate)`` (see ``dedupe_key``)."""
+        engine, data, stamps = self._outbox((payload,), opts)
+        keys = _dedupe_keys(1, opts, None)
+        if keys is None:
+            return Enqueued((await engine.enqueue_on(conn, self.name, data, stamps))[0], False)
+        got = await engine.enqueue_keyed_on(conn, self.name, data, keys, _window(opts), stamps)
+        return got[0]
+
     async def enqueue_on(self, conn: Any, payload: object, opts: EnqueueOpts | None = None) -> int:
         """Insert one job inside the transaction *your* ``psycopg.AsyncConnection`` holds.
 
@@ -297,17 +391,25 @@ class Queue(_Enqueuing):
         ...     await emails.enqueue_on(conn, {"order": 42})
         >>> await store.wake("emails")
         """
-        engine, data, stamps = self._outbox((payload,), opts)
-        return (await engine.enqueue_on(conn, self.name, data, stamps))[0]
+        return (await self.enqueue_unique_on(conn, payload, opts)).id
 
     async def enqueue_many_on(
-        self, conn: Any, payloads: Iterable[object], opts: EnqueueOpts | None = None
+        self,
+        conn: Any,
+        payloads: Iterable[object],
+        opts: EnqueueOpts | None = None,
+        *,
+        dedupe_keys: Iterable[str | None] | None = None,
     ) -> list[int]:
         """Insert many jobs inside your own connection's transaction (see :meth:`enqueue_on`)."""
         engine, data, stamps = self._outbox(payloads, opts)
+        keys = _dedupe_keys(len(data), opts, dedupe_keys)
         if not data:
             return []
-        return await engine.enqueue_on(conn, self.name, data, stamps)
+        if keys is None:
+            return await engine.enqueue_on(conn, self.name, data, stamps)
+        got = await engine.enqueue_keyed_on(conn, self.name, data, keys, _window(opts), stamps)
+        return [item.id for item in got]
 
     async def claim_one(self, worker_id: str) -> JobHandle | None:
         """Claim the next job, or ``None`` if nothing is claimable."""
@@ -333,9 +435,7 @@ class Queue(_Enqueuing):
         engine = self._store._check()
         if isinstance(ids, str | bytes | int):
             raise InvalidArgumentError(f"ids must be a list of ints, got {ids!r}")
-        id_list = list(ids)
-        for job_id in id_list:
-            _check_job_id(job_id)
+        id_list = [_check_job_id(job_id) for job_id in ids]
         if not id_list:
             return 0
         return await engine.ack_batch(self.name, id_list)
@@ -354,10 +454,28 @@ class Queue(_Enqueuing):
     async def sweep_expired(self) -> SweepResult:
         """Dead-letter expired jobs; purge dead ones older than the retention."""
         engine = self._store._check()
-        expired, purged = await engine.sweep(
-            self.name, self.opts.dead_letter_retention_s, ERROR_EXPIRED
-        )
-        return SweepResult(expired, purged)
+        counts = await engine.sweep(self.name, self.opts.dead_letter_retention_s, ERROR_EXPIRED)
+        return SweepResult(*counts)
+
+    async def outcome(self, job_id: int) -> JobOutcome | None:
+        """What became of a job now: kept result, dead, or still live; ``None`` if none."""
+        engine = self._store._check()
+        rows = await engine.outcomes(self.name, [_check_job_id(job_id)])
+        return JobOutcome.from_row(rows[0]) if rows else None
+
+    async def wait_outcome(self, job_id: int, timeout_s: float = 10.0) -> JobOutcome:
+        """Wait until the job succeeds (its kept result) or dies (``JobDeadError`` with its
+        last error); ``ResultTimeoutError`` after ``timeout_s``. Every waiter of the store
+        shares one listener on the results channel."""
+        self._store._check()
+        ident = _check_job_id(job_id)
+        timeout = check_positive("timeout_s", timeout_s)
+        return await self._store._results.wait(self.name, ident, timeout)
+
+    async def result(self, job_id: int, timeout_s: float = 10.0) -> Any:
+        """The kept return value of job ``job_id``, waiting up to ``timeout_s`` (see
+        :meth:`wait_outcome`)."""
+        return (await self.wait_outcome(job_id, timeout_s)).value
 
     async def _next_wake_in(self) -> float | None:
         """Seconds until a delayed job becomes due or a claim lapses (the claim loop's timer)."""
@@ -426,6 +544,17 @@ class JobHandle:
         self._start()
         job = self.job
         done = await self._queue._store._acks.ack(self._queue.name, job.id, job.attempts)
+        self._consumed = True
+        return done
+
+    async def ack_result(self, value: object, keep_s: float) -> bool:
+        """Delete the job and keep ``value`` (JSON) as its result for ``keep_s`` seconds,
+        in one fenced transaction; ``PayloadError`` (nothing written) if it is not JSON."""
+        engine = self._start()
+        keep = check_positive("keep_s", keep_s)
+        text = encode_result(value)
+        job = self.job
+        done = await engine.ack_result(self._queue.name, job.id, job.attempts, text, keep)
         self._consumed = True
         return done
 

@@ -92,6 +92,21 @@ class Subscription:
         self._notes.clear()
         return woke
 
+    async def wait_notes(self, timeout: float) -> list[str] | None:
+        """The payloads that arrived, waiting up to ``timeout`` s for the first; ``[]`` on
+        timeout or close, ``None`` after a gap (notes may have been lost: re-check)."""
+        if not self._event.is_set() and timeout > 0:
+            try:
+                await asyncio.wait_for(self._event.wait(), timeout)
+            except TimeoutError:
+                return []
+        if not self._event.is_set() or self._closed:
+            return []
+        self._event.clear()
+        payloads = [note.payload for note in self._notes]
+        self._notes.clear()
+        return payloads or None
+
     def __aiter__(self) -> Subscription:
         return self
 

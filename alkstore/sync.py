@@ -23,8 +23,10 @@ from alkstore import admin as _admin
 from alkstore import store as _async
 from alkstore import subscription as _subscription
 from alkstore.connect import connect as _aconnect
+from alkstore.core.dedupe import Enqueued
 from alkstore.core.job import Job, Notification, Row, SweepResult
 from alkstore.core.options import EnqueueOpts, QueueOpts
+from alkstore.core.results import JobOutcome
 from alkstore.errors import StoreClosedError
 
 __all__ = [
@@ -199,10 +201,30 @@ class _Enqueuing:
     def enqueue(self, payload: object, opts: EnqueueOpts | None = None) -> int:
         return self._runner.run(self._async_enqueuing.enqueue(payload, opts))
 
+    def enqueue_unique(self, payload: object, opts: EnqueueOpts | None = None) -> Enqueued:
+        return self._runner.run(self._async_enqueuing.enqueue_unique(payload, opts))
+
     def enqueue_many(
-        self, payloads: Iterable[object], opts: EnqueueOpts | None = None
+        self,
+        payloads: Iterable[object],
+        opts: EnqueueOpts | None = None,
+        *,
+        dedupe_keys: Iterable[str | None] | None = None,
     ) -> list[int]:
-        return self._runner.run(self._async_enqueuing.enqueue_many(payloads, opts))
+        return self._runner.run(
+            self._async_enqueuing.enqueue_many(payloads, opts, dedupe_keys=dedupe_keys)
+        )
+
+    def enqueue_many_unique(
+        self,
+        payloads: Iterable[object],
+        opts: EnqueueOpts | None = None,
+        *,
+        dedupe_keys: Iterable[str | None] | None = None,
+    ) -> list[Enqueued]:
+        return self._runner.run(
+            self._async_enqueuing.enqueue_many_unique(payloads, opts, dedupe_keys=dedupe_keys)
+        )
 
 
 class Queue(_Enqueuing):
@@ -218,17 +240,48 @@ class Queue(_Enqueuing):
         Runs in your thread, on your connection; you commit, then ``store.wake(name)``
         (Django: ``transaction.on_commit(lambda: store.wake("emails"))``).
         """
+        return self.enqueue_unique_on(conn, payload, opts).id
+
+    def enqueue_unique_on(
+        self, conn: Any, payload: object, opts: EnqueueOpts | None = None
+    ) -> Enqueued:
+        """:meth:`enqueue_on`, answering ``Enqueued(id, duplicate)``."""
         engine, data, stamps = self._async._outbox((payload,), opts)
-        return engine.enqueue_on_sync(conn, self.name, data, stamps)[0]
+        keys = _async._dedupe_keys(1, opts, None)
+        if keys is None:
+            return Enqueued(engine.enqueue_on_sync(conn, self.name, data, stamps)[0], False)
+        window = _async._window(opts)
+        return engine.enqueue_keyed_on_sync(conn, self.name, data, keys, window, stamps)[0]
 
     def enqueue_many_on(
-        self, conn: Any, payloads: Iterable[object], opts: EnqueueOpts | None = None
+        self,
+        conn: Any,
+        payloads: Iterable[object],
+        opts: EnqueueOpts | None = None,
+        *,
+        dedupe_keys: Iterable[str | None] | None = None,
     ) -> list[int]:
         """Insert many jobs inside your own connection's transaction."""
         engine, data, stamps = self._async._outbox(payloads, opts)
+        keys = _async._dedupe_keys(len(data), opts, dedupe_keys)
         if not data:
             return []
-        return engine.enqueue_on_sync(conn, self.name, data, stamps)
+        if keys is None:
+            return engine.enqueue_on_sync(conn, self.name, data, stamps)
+        window = _async._window(opts)
+        got = engine.enqueue_keyed_on_sync(conn, self.name, data, keys, window, stamps)
+        return [item.id for item in got]
+
+    def outcome(self, job_id: int) -> JobOutcome | None:
+        return self._runner.run(self._async.outcome(job_id))
+
+    def wait_outcome(self, job_id: int, timeout_s: float = 10.0) -> JobOutcome:
+        """Block until the job succeeds or dies (the twin of the async ``wait_outcome``)."""
+        return self._runner.run(self._async.wait_outcome(job_id, timeout_s))
+
+    def result(self, job_id: int, timeout_s: float = 10.0) -> Any:
+        """Block for the job's kept return value (the twin of the async ``result``)."""
+        return self._runner.run(self._async.result(job_id, timeout_s))
 
     def claim_one(self, worker_id: str) -> JobHandle | None:
         handle = self._runner.run(self._async.claim_one(worker_id))
@@ -275,6 +328,9 @@ class JobHandle:
 
     def ack(self) -> bool:
         return self._runner.run(self._async.ack())
+
+    def ack_result(self, value: object, keep_s: float) -> bool:
+        return self._runner.run(self._async.ack_result(value, keep_s))
 
     def retry(self, error: str | None = None, delay_s: float | None = None) -> bool:
         return self._runner.run(self._async.retry(error, delay_s))

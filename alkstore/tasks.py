@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
+from alkstore.core.dedupe import Enqueued
 from alkstore.core.options import EnqueueOpts, QueueOpts
 from alkstore.core.payload import encode_payload
 from alkstore.errors import InvalidArgumentError, PayloadError
@@ -26,7 +27,7 @@ from alkstore.store import Transaction
 if TYPE_CHECKING:
     from alkstore.app import App
 
-__all__ = ["Fail", "Task", "TaskCall", "decode_call", "encode_call"]
+__all__ = ["Deferred", "Fail", "Task", "TaskCall", "decode_call", "encode_call"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -100,6 +101,55 @@ class _KeywordPlan:
         return dict(arguments)
 
 
+class Deferred(int):
+    """The id of a deferred job (it *is* that ``int``), plus what the defer learnt.
+
+    ``duplicate`` says a live job (or the window) already held the call's dedupe
+    key, so nothing was written and this is that job's id. ``await
+    call.result(timeout_s=10)`` waits for the return value of a task registered
+    with ``keep_result_s``.
+    """
+
+    duplicate: bool
+    task: Task[Any, Any]
+
+    def __new__(cls, job_id: int, task: Task[Any, Any], duplicate: bool = False) -> Deferred:
+        obj = super().__new__(cls, job_id)
+        obj.task = task
+        obj.duplicate = duplicate
+        return obj
+
+    @property
+    def id(self) -> int:
+        """The job id as a plain ``int``."""
+        return int(self)
+
+    def _check(self) -> Task[Any, Any]:
+        task = self.task
+        if task.keep_result_s is None:
+            raise InvalidArgumentError(
+                f"task {task.name!r} keeps no results: register it with keep_result_s=..."
+            )
+        return task
+
+    async def result(self, timeout_s: float = 10.0) -> Any:
+        """The task's return value: waits until the job succeeds; ``JobDeadError`` (with
+        the last error) if it died, ``ResultTimeoutError`` after ``timeout_s``."""
+        task = self._check()
+        store = await task.app.connect()
+        return await store.queue(task.queue, task.opts).result(int(self), timeout_s)
+
+    def __str__(self) -> str:
+        return int.__repr__(self)  # str(call) is the id, as for an int
+
+    def __repr__(self) -> str:
+        return f"Deferred({int(self)}, task={self.task.name!r}, duplicate={self.duplicate})"
+
+
+def _deferred(task: Task[Any, Any], got: Enqueued) -> Deferred:
+    return Deferred(got.id, task, got.duplicate)
+
+
 class Task(Generic[P, R]):
     """A function registered with ``@app.task``; call it directly, or ``defer`` it as a job.
 
@@ -119,8 +169,10 @@ class Task(Generic[P, R]):
         opts: QueueOpts,
         timeout_s: float | None,
         fail_on: tuple[type[BaseException], ...],
+        keep_result_s: float | None = None,
     ) -> None:
         self.app = app
+        self.keep_result_s = keep_result_s
         self.fn = fn
         self.name = name
         self.queue = queue
@@ -179,11 +231,12 @@ class Task(Generic[P, R]):
         return args, kwargs
 
     # -- deferring ---------------------------------------------------------------
-    async def defer(self, *args: P.args, **kwargs: P.kwargs) -> int:
-        """Enqueue one call as a job of the task's queue; returns the job id."""
+    async def defer(self, *args: P.args, **kwargs: P.kwargs) -> Deferred:
+        """Enqueue one call as a job of the task's queue; returns the job id (a
+        :class:`Deferred`: ``await call.result()`` for a task that keeps results)."""
         return await TaskCall(self, None).defer(*args, **kwargs)
 
-    async def defer_in(self, tx: Transaction, *args: P.args, **kwargs: P.kwargs) -> int:
+    async def defer_in(self, tx: Transaction, *args: P.args, **kwargs: P.kwargs) -> Deferred:
         """Enqueue one call inside ``tx`` (invisible until commit, gone on rollback)."""
         return await TaskCall(self, None).defer_in(tx, *args, **kwargs)
 
@@ -199,14 +252,20 @@ class Task(Generic[P, R]):
         run_at: datetime | None = None,
         expires_in_s: float | None = None,
         max_attempts: int | None = None,
+        dedupe_key: str | None = None,
+        dedupe_window_s: float | None = None,
     ) -> TaskCall[P, R]:
-        """Per-call options: ``task.configure(delay_s=30).defer(...)``."""
+        """Per-call options: ``task.configure(delay_s=30).defer(...)``;
+        ``configure(dedupe_key="order-42")`` makes a second defer of a live key a no-op
+        that returns the first job's id (``call.duplicate`` is then True)."""
         opts = EnqueueOpts(
             priority=priority,
             delay_s=delay_s,
             run_at=run_at,
             expires_in_s=expires_in_s,
             max_attempts=max_attempts,
+            dedupe_key=dedupe_key,
+            dedupe_window_s=dedupe_window_s,
         )
         return TaskCall(self, opts)
 
@@ -223,20 +282,22 @@ class TaskCall(Generic[P, R]):
         self.task = task
         self.opts = opts
 
-    async def defer(self, *args: P.args, **kwargs: P.kwargs) -> int:
-        """Enqueue one call; returns the job id."""
+    async def defer(self, *args: P.args, **kwargs: P.kwargs) -> Deferred:
+        """Enqueue one call; returns the job id (a :class:`Deferred`)."""
         task = self.task
         payload = task.payload(*args, **kwargs)
         store = await task.app.connect()
-        return await store.queue(task.queue, task.opts).enqueue(payload, self.opts)
+        got = await store.queue(task.queue, task.opts).enqueue_unique(payload, self.opts)
+        return _deferred(task, got)
 
-    async def defer_in(self, tx: Transaction, *args: P.args, **kwargs: P.kwargs) -> int:
+    async def defer_in(self, tx: Transaction, *args: P.args, **kwargs: P.kwargs) -> Deferred:
         """Enqueue one call inside the transaction ``tx``."""
         if not isinstance(tx, Transaction):
             raise InvalidArgumentError(f"defer_in needs an alkstore.Transaction, got {tx!r}")
         task = self.task
         payload = task.payload(*args, **kwargs)
-        return await tx.queue(task.queue, task.opts).enqueue(payload, self.opts)
+        got = await tx.queue(task.queue, task.opts).enqueue_unique(payload, self.opts)
+        return _deferred(task, got)
 
     async def defer_many(self, calls: Iterable[Mapping[str, Any]]) -> list[int]:
         """Enqueue many calls in one transaction and one round trip."""

@@ -338,6 +338,27 @@ def jobs_list(
     _out().print(render.job_table(found, title))
 
 
+@cli.command()
+@click.argument("app_spec", metavar="MODULE:APP")
+@_store_options
+@click.pass_context
+def schedules(ctx: click.Context, app_spec: str, url: str | None, schema: str | None) -> None:
+    """MODULE:APP's periodic schedules with their last and next run."""
+    import time
+
+    app = load_app(app_spec)
+    if not app.schedules:
+        _out().print(f"{app_spec} has no schedules")
+        return
+
+    async def go() -> Any:
+        async with await _open(ctx, url, schema) as store:
+            return await store.admin().schedule_marks([s.name for s in app.schedules])
+
+    marks = {name: (tick, job) for name, tick, job in _run(go())}
+    _out().print(render.schedules_table(app.schedules, marks, time.time()))
+
+
 @jobs.command("show")
 @click.argument("job_id", metavar="ID")
 @_store_options
@@ -348,12 +369,34 @@ def jobs_show(ctx: click.Context, job_id: str, url: str | None, schema: str | No
 
     async def go() -> Any:
         async with await _open(ctx, url, schema) as store:
-            return await store.admin().find_job(ident)
+            admin = store.admin()
+            return await admin.find_job(ident), await admin.outcome(ident)
 
-    job = _run(go())
-    if job is None:
-        raise Failed(f"no job {ident}")
-    _out().print(render.job_detail(job))
+    job, outcome = _run(go())
+    if job is not None:
+        _out().print(render.job_detail(job))
+    elif outcome is not None:  # finished: only its kept result is left
+        _out().print(render.outcome_detail(outcome))
+    else:
+        raise Failed(f"no job {ident} (a finished job shows only while its result is kept)")
+
+
+@jobs.command("outcomes")
+@click.argument("queue")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
+@_store_options
+@click.pass_context
+def jobs_outcomes(
+    ctx: click.Context, queue: str, limit: int, url: str | None, schema: str | None
+) -> None:
+    """The latest finished jobs of QUEUE, newest first: kept results and dead jobs."""
+
+    async def go() -> Any:
+        async with await _open(ctx, url, schema) as store:
+            return await store.admin().outcomes(queue, limit)
+
+    found = _run(go())
+    _out().print(render.outcomes_table(found, f"queue {queue}: {len(found)} outcome(s)"))
 
 
 @jobs.command("cancel")

@@ -12,6 +12,8 @@ from rich.table import Table
 
 from alkstore.admin import QueueStats
 from alkstore.core.job import Job
+from alkstore.core.results import JobOutcome
+from alkstore.schedules import Schedule
 
 __all__ = ["describe_payload", "job_detail", "job_table", "stats_table", "when"]
 
@@ -116,9 +118,68 @@ def job_detail(job: Job) -> Table:
         ("claim expires at", when(job.claim_expires_at, now)),
         ("died at", when(job.died_at, now)),
         ("last error", job.last_error or "-"),
+        ("dedupe key", job.dedupe_key or "-"),
     ]
     for field, value in rows:
         table.add_row(field, value)
+    return table
+
+
+def outcome_detail(outcome: JobOutcome) -> Table:
+    """A finished job: its outcome, kept result or last error, attempts and finish time."""
+    table = Table(show_header=False, title=f"job {outcome.id}", title_justify="left")
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    style = "green" if outcome.outcome == "success" else "red"
+    rows = [
+        ("id", str(outcome.id)),
+        ("queue", outcome.queue),
+        ("outcome", f"[{style}]{outcome.outcome}[/]"),
+        ("attempts", str(outcome.attempts)),
+        ("finished at", when(outcome.finished_at, datetime.now(UTC))),
+    ]
+    if outcome.value_json is not None:
+        rows.append(("result", json.dumps(outcome.value, indent=2, ensure_ascii=False)))
+    if outcome.error is not None:
+        rows.append(("last error", outcome.error))
+    for field, value in rows:
+        table.add_row(field, value)
+    return table
+
+
+def outcomes_table(outcomes: list[JobOutcome], title: str) -> Table:
+    """One row per finished job, newest first."""
+    table = Table(title=title, title_justify="left")
+    for column in ("id", "outcome", "attempts", "finished", "result / error"):
+        table.add_column(column, no_wrap=column != "result / error")
+    now = datetime.now(UTC)
+    for o in outcomes:
+        style = "green" if o.outcome == "success" else "red"
+        detail = o.value_json if o.value_json is not None else (o.error or "").split("\n")[0]
+        table.add_row(
+            str(o.id),
+            f"[{style}]{o.outcome}[/]",
+            str(o.attempts),
+            _relative(o.finished_at, now) if o.finished_at else "-",
+            (detail or "")[:80],
+        )
+    return table
+
+
+def schedules_table(
+    schedules: list[Schedule], marks: dict[str, tuple[float, int | None]], now: float
+) -> Table:
+    """One row per schedule: its cron, zone, last tick handled (and job) and next tick."""
+    table = Table(title="schedules", title_justify="left")
+    for column in ("schedule", "task", "cron", "timezone", "missed", "last run", "job", "next"):
+        table.add_column(column)
+    moment = datetime.fromtimestamp(now, UTC)
+    for s in schedules:
+        mark = marks.get(s.name)
+        last = "never" if mark is None else when(datetime.fromtimestamp(mark[0], UTC), moment)
+        job = "-" if mark is None or mark[1] is None else str(mark[1])
+        upcoming = when(s.next_after(now).astimezone(UTC), moment)
+        table.add_row(s.name, s.task.name, s.cron, s.timezone, s.missed, last, job, upcoming)
     return table
 
 

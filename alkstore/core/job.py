@@ -55,6 +55,7 @@ ROW_FIELDS = (
     "claim_expires_at",
     "last_error",
     "died_at",
+    "dedupe_key",
 )
 Row = tuple[Any, ...]
 
@@ -110,6 +111,9 @@ class Job:
     claim_expires_at: datetime | None = _time(13)
     last_error: str | None = property(lambda self: self._row[14])  # type: ignore[assignment]
     died_at: datetime | None = _time(15)
+    dedupe_key: str | None = property(  # type: ignore[assignment]
+        lambda self: self._row[16] if len(self._row) > 16 else None
+    )
 
     @property
     def payload(self) -> bytes:
@@ -147,10 +151,13 @@ class Job:
 
 
 class SweepResult(NamedTuple):
-    """What ``sweep_expired`` did: rows moved to dead, dead rows purged."""
+    """What ``sweep_expired`` did: rows moved to dead, dead rows purged, and kept
+    results and dedupe windows purged after their time."""
 
     expired: int
     purged: int
+    results_purged: int = 0
+    keys_purged: int = 0
 
 
 class Notification(NamedTuple):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
 
+from alkstore.core.dedupe import check_dedupe_key
 from alkstore.errors import InvalidArgumentError
 
 __all__ = ["EnqueueOpts", "QueueOpts", "Stamps", "check_positive", "resolve"]
@@ -88,15 +89,31 @@ class QueueOpts:
 
 @dataclass(frozen=True, slots=True)
 class EnqueueOpts:
-    """Per-enqueue options; ``None`` means "use the queue's default"."""
+    """Per-enqueue options; ``None`` means "use the queue's default".
+
+    ``dedupe_key``: while a live (pending or processing) job of the queue has
+    this key, another enqueue with it writes nothing and answers that job's
+    id; with ``dedupe_window_s`` the key stays taken that many seconds after
+    its first enqueue, whatever became of the job.
+    """
 
     priority: int | None = None
     delay_s: float | None = None
     run_at: datetime | None = None
     expires_in_s: float | None = None
     max_attempts: int | None = None
+    dedupe_key: str | None = None
+    dedupe_window_s: float | None = None
 
     def __post_init__(self) -> None:
+        if self.dedupe_key is not None:
+            check_dedupe_key("dedupe_key", self.dedupe_key)
+        if self.dedupe_window_s is not None:
+            check_positive("dedupe_window_s", self.dedupe_window_s)
+            if self.dedupe_key is None:
+                raise InvalidArgumentError(
+                    f"dedupe_window_s={self.dedupe_window_s!r} needs a dedupe_key"
+                )
         if self.priority is not None:
             check_priority("priority", self.priority)
         if self.delay_s is not None:

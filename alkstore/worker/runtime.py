@@ -53,7 +53,8 @@ from urllib.parse import urlsplit, urlunsplit
 from alkstore.consume import ClaimLoop
 from alkstore.core.names import check_name, check_worker_id
 from alkstore.core.options import QueueOpts, check_non_negative, check_positive
-from alkstore.errors import AlkstoreError, InvalidArgumentError, StoreClosedError
+from alkstore.core.results import encode_result
+from alkstore.errors import AlkstoreError, InvalidArgumentError, PayloadError, StoreClosedError
 from alkstore.store import JobHandle, Queue, Store
 from alkstore.tasks import BadCall, Fail, Task, decode_call
 from alkstore.worker.context import reset_current, set_current
@@ -149,6 +150,10 @@ os.register_at_fork(after_in_child=_forked)
 _outcome_records = _OutcomeRecords()
 
 
+def _tick(tick: Any) -> tuple[str, str]:
+    return tick.schedule, tick.at.isoformat()
+
+
 class _Run:
     """One claimed job in this worker: its handle, task and heartbeat schedule."""
 
@@ -202,8 +207,10 @@ class Worker:
         sweep_interval_s: float = 60.0,
         dead_letter_retention_s: float | None = None,
         handle_signals: bool = True,
+        schedule: bool = True,
     ) -> None:
         self.app = app
+        self.schedule = schedule
         names = list(app.queues if queues is None else queues)
         if isinstance(queues, str):
             names = [queues]
@@ -318,6 +325,8 @@ class Worker:
                     loop.create_task(self._heartbeat_loop()),
                     loop.create_task(self._sweep_loop(queues)),
                 ]
+                if self.schedule and self.app.schedules:
+                    helpers.append(loop.create_task(self._schedule_loop(store)))
                 try:
                     await self._claim_loop(store, queues, sub)
                 finally:
@@ -457,6 +466,8 @@ class Worker:
         if outcome == "success":
             self._ack_later(run, name)  # this task ends; the ack batcher records it
             return
+        if outcome == "kept":  # a success whose result is kept: its own fenced ack
+            outcome = "success"
         await self._outcome(run, name, outcome, op(), error)
 
     async def _handle(self, run: _Run) -> _Outcome:
@@ -476,12 +487,13 @@ class Worker:
             return name, "dead", functools.partial(handle.fail, str(e)), str(e)
         token = set_current(job)
         timeout: asyncio.Timeout | None = None
+        value: Any = None
         try:
             if task.timeout_s is None:
-                await self._call(task, args, kwargs)
+                value = await self._call(task, args, kwargs)
             else:
                 async with asyncio.timeout(task.timeout_s) as timeout:
-                    await self._call(task, args, kwargs)
+                    value = await self._call(task, args, kwargs)
         except Fail as e:
             run.done = True
             error = str(e) or "Fail"
@@ -507,21 +519,28 @@ class Worker:
             return self._retry(run, name, _error_text(e))
         else:
             run.done = True
-            return name, "success", handle.ack, None
+            keep = task.keep_result_s
+            if keep is None:
+                return name, "success", handle.ack, None
+            try:
+                encode_result(value)
+            except PayloadError as e:  # never silently dropped: a failed attempt
+                return self._retry(run, name, f"PayloadError: task {name!r}: {e}")
+            return name, "kept", functools.partial(handle.ack_result, value, keep), None
         finally:
             reset_current(token)
 
-    async def _call(self, task: Task[Any, Any], args: list[Any], kwargs: dict[str, Any]) -> None:
+    async def _call(self, task: Task[Any, Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
         if task.is_async:
-            await task.fn(*args, **kwargs)
-            return
+            return await task.fn(*args, **kwargs)
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="alkstore-task")
         assert self._loop is not None
         call = functools.partial(contextvars.copy_context().run, task.fn, *args, **kwargs)
         result = await self._loop.run_in_executor(self._pool, call)
         if asyncio.iscoroutine(result):  # a sync wrapper that returned a coroutine
-            await result
+            return await result
+        return result
 
     def _ack_later(self, run: _Run, name: str) -> None:
         """Hand a success to the ack batcher: one fenced ``store.ack_many`` for every
@@ -667,6 +686,27 @@ class Worker:
                         result.purged,
                     )
             await asyncio.sleep(self.sweep_interval_s)
+
+    async def _schedule_loop(self, store: Store) -> None:
+        """Enqueue the app's due ticks (every worker does; the database keeps each once),
+        then sleep until the next tick of any schedule."""
+        from alkstore.schedules import enqueue_due
+
+        schedules = self.app.schedules
+        while not self._stopping:
+            try:
+                for tick in await enqueue_due(store, schedules):
+                    if tick.enqueued is None:
+                        log.info("schedule %r: tick %s skipped (still running)", *_tick(tick))
+                    elif not tick.enqueued.duplicate:
+                        log.info("schedule %r: tick %s enqueued", *_tick(tick))
+            except StoreClosedError:
+                return
+            except AlkstoreError as e:
+                log.warning("scheduling failed: %s", e)
+            now = time.time()
+            upcoming = min(s.next_after(now).timestamp() for s in schedules)
+            await self._pause(min(max(upcoming - time.time(), 0.001), self.poll_interval_s))
 
     # -- stopping -----------------------------------------------------------------
     async def _drain(self) -> None:

@@ -76,3 +76,18 @@ async def timeboxed(key: str) -> None:
     if job.attempts == 1:
         await asyncio.sleep(30)  # cancelled by timeout_s
     await record(key, phase="end")
+
+
+@app.task(queue="work", name="adds", keep_result_s=60)
+async def adds(a: int, b: int) -> dict[str, int]:
+    return {"sum": a + b}
+
+
+@app.task(queue="work", name="returns_a_set", keep_result_s=60, max_attempts=2, retry_base_s=0)
+def returns_a_set() -> set[int]:
+    return {1, 2}
+
+
+@app.task(queue="work", name="dies_keeping", keep_result_s=60, max_attempts=1)
+async def dies_keeping(key: str) -> None:
+    raise ValueError(f"{key} is broken")

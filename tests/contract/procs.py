@@ -8,6 +8,8 @@
     procs.py consume URL SCHEMA QUEUE N POLL   queue.jobs(...) until N jobs; print each payload
     procs.py migrate URL SCHEMA -              connect with the test-only migrations added
                                                (after a go line); print ok
+    procs.py dedupe  URL SCHEMA QUEUE KEY WINDOW  (after ready/go) enqueue_unique with the key
+                                               (WINDOW "-" for none); print [id, duplicate]
 
 ``drain`` and ``migrate`` print ``ready`` once connected and waits for a line on stdin before it
 starts, so every worker begins at the same moment.
@@ -116,6 +118,18 @@ async def migrate(url: str, schema: str) -> None:
     print("ok", flush=True)
 
 
+async def dedupe(url: str, schema: str, queue: str, key: str, window: str) -> None:
+    async with await alkstore.connect(url, schema=schema) as store:
+        q = store.queue(queue)
+        opts = alkstore.EnqueueOpts(
+            dedupe_key=key, dedupe_window_s=None if window == "-" else float(window)
+        )
+        print("ready", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        got = await q.enqueue_unique(f"from {os.getpid()}", opts)
+    print(json.dumps([got.id, got.duplicate]), flush=True)
+
+
 def main(argv: list[str]) -> None:
     command, url, schema, queue, *rest = argv
     if command == "drain":
@@ -130,6 +144,8 @@ def main(argv: list[str]) -> None:
         asyncio.run(consume(url, schema, queue, int(rest[0]), float(rest[1])))
     elif command == "migrate":
         asyncio.run(migrate(url, schema))
+    elif command == "dedupe":
+        asyncio.run(dedupe(url, schema, queue, rest[0], rest[1]))
     else:
         raise SystemExit(f"unknown command {command!r}")
 

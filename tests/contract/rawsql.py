@@ -108,3 +108,26 @@ async def expire_now(store: alkstore.Store, target: Target, job_id: int) -> None
                 f"UPDATE {live} SET expires_at = now() - interval '1 second' WHERE id = {p}",
                 (job_id,),
             )
+
+
+async def _exec(store: alkstore.Store, sql: str, params: tuple[object, ...] = ()) -> None:
+    async with store.transaction() as tx:
+        await tx.execute(sql, params)
+
+
+async def end_dedupe_windows(store: alkstore.Store, target: Target) -> None:
+    """Move every dedupe window's end one second into the past."""
+    table = "alk_dedupe" if target.engine == "sqlite" else f'"{target.schema}".alk_dedupe'
+    if target.engine == "sqlite":
+        await _exec(store, f"UPDATE {table} SET expires_at = ?", (time.time() - 1,))
+    else:
+        await _exec(store, f"UPDATE {table} SET expires_at = now() - interval '1 second'")
+
+
+async def expire_results(store: alkstore.Store, target: Target) -> None:
+    """Move every kept result's expiry one second into the past."""
+    table = "alk_results" if target.engine == "sqlite" else f'"{target.schema}".alk_results'
+    if target.engine == "sqlite":
+        await _exec(store, f"UPDATE {table} SET expires_at = ?", (time.time() - 1,))
+    else:
+        await _exec(store, f"UPDATE {table} SET expires_at = now() - interval '1 second'")

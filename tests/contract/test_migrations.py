@@ -193,6 +193,13 @@ async def test_a_v1_store_with_rows_in_every_state_upgrades_to_current_keeping_t
         assert await claimed[0].ack()
         fresh = await q.enqueue(b"new")
         assert fresh > ids["dead"]  # ids are never reused across the upgrade
+        assert jobs["dead"].dedupe_key is None  # v2: keys, results, schedules work at once
+        keyed = await q.enqueue_unique(b"k", alkstore.EnqueueOpts(dedupe_key="k"))
+        assert (await q.enqueue_unique(b"k", alkstore.EnqueueOpts(dedupe_key="k"))).duplicate
+        handle = await q.claim_one("after-upgrade")
+        assert handle is not None and handle.job.id in (fresh, keyed.id)
+        assert await handle.ack_result("kept", keep_s=60)
+        assert await q.result(handle.job.id) == "kept"
         assert await store.admin().requeue(ids["dead"])
     assert await _fixture_runs(target) != []
 

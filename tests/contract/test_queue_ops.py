@@ -146,7 +146,7 @@ async def test_sweep_expired_moves_expired_rows_in_both_states(
     assert (await q.get_job(forever)).state == "pending"  # type: ignore[union-attr]
     assert (await other.get_job(elsewhere)).state == "pending"  # type: ignore[union-attr]
     assert await handle.ack() is False  # its row moved to dead
-    assert await q.sweep_expired() == (0, 0)
+    assert await q.sweep_expired() == (0, 0, 0, 0)
 
 
 async def test_sweep_expired_keeps_the_row_whole(
@@ -174,12 +174,12 @@ async def test_retention_purges_old_dead_rows(
     other = store.queue(qname + "-other", QueueOpts(dead_letter_retention_s=SHORT))
     theirs = await other.enqueue(b"theirs")
     assert await (await other.claim_one("w")).fail()  # type: ignore[union-attr]
-    assert await q.sweep_expired() == (0, 0)  # died just now: kept
+    assert await q.sweep_expired() == (0, 0, 0, 0)  # died just now: kept
     assert (await q.get_job(old)).state == "dead"  # type: ignore[union-attr]
     clock.advance(LAPSE)
     young = await q.enqueue(b"young")
     assert await (await q.claim_one("w")).fail()  # type: ignore[union-attr]
-    assert await q.sweep_expired() == (0, 1)
+    assert await q.sweep_expired() == (0, 1, 0, 0)
     assert await q.get_job(old) is None
     assert (await q.get_job(young)).state == "dead"  # type: ignore[union-attr]
     assert (await other.get_job(theirs)).state == "dead"  # type: ignore[union-attr]
@@ -192,10 +192,10 @@ async def test_retention_comes_from_the_sweeping_handle(
     assert await (await store.queue(qname).claim_one("w")).fail()  # type: ignore[union-attr]
     clock.advance(LAPSE)
     forever = store.queue(qname)  # dead_letter_retention_s=None
-    assert await forever.sweep_expired() == (0, 0)
+    assert await forever.sweep_expired() == (0, 0, 0, 0)
     assert (await forever.get_job(job_id)).state == "dead"  # type: ignore[union-attr]
     short = store.queue(qname, QueueOpts(dead_letter_retention_s=SHORT))
-    assert await short.sweep_expired() == (0, 1)
+    assert await short.sweep_expired() == (0, 1, 0, 0)
     assert await short.get_job(job_id) is None
 
 
@@ -207,7 +207,7 @@ async def test_expired_and_purged_in_one_sweep(
     assert await (await q.claim_one("w")).fail()  # type: ignore[union-attr]
     expiring = await q.enqueue(b"", EnqueueOpts(expires_in_s=SHORT))
     clock.advance(LAPSE)
-    assert await q.sweep_expired() == (1, 1)  # the just-expired row is young: not purged
+    assert await q.sweep_expired() == (1, 1, 0, 0)  # the just-expired row is young: not purged
     assert await q.get_job(dead) is None
     assert (await q.get_job(expiring)).last_error == "expired"  # type: ignore[union-attr]
 
@@ -220,5 +220,5 @@ async def test_zero_retention_purges_every_dead_row(
     for h in await q.claim_batch("w", 2):
         assert await h.fail()
     clock.advance(0.05)
-    assert await q.sweep_expired() == (0, 2)
+    assert await q.sweep_expired() == (0, 2, 0, 0)
     assert [await q.get_job(i) for i in ids] == [None, None]

@@ -82,9 +82,9 @@ def test_batch_ops_cancel_and_sweep(sstore: sync.Store, qname: str) -> None:
     assert q.cancel(ids[2]) is True and q.cancel(ids[2]) is False
     expiring = q.enqueue(b"e", EnqueueOpts(expires_in_s=0.1))
     clock.advance(0.2)
-    assert q.sweep_expired() == (1, 0)
+    assert q.sweep_expired() == (1, 0, 0, 0)
     clock.advance(0.05)
-    assert q.sweep_expired() == (0, 1)
+    assert q.sweep_expired() == (0, 1, 0, 0)
     assert q.get_job(expiring) is None
 
 
@@ -214,3 +214,23 @@ def test_a_sync_subscription_reports_closed(sstore: sync.Store) -> None:
         sstore.notify("c", "hi")
         assert sub.wait(WAIT) is True
     assert sub.closed
+
+
+def test_dedupe_and_results_have_blocking_twins(
+    sstore: sync.Store, sibling: sync.Store, qname: str
+) -> None:
+    q = sstore.queue(qname)
+    first = q.enqueue_unique("a", EnqueueOpts(dedupe_key="k"))
+    assert q.enqueue_unique("b", EnqueueOpts(dedupe_key="k")) == (first.id, True)
+    assert q.enqueue_many(["c", "d"], dedupe_keys=["k", None])[0] == first.id
+    assert [e.duplicate for e in q.enqueue_many_unique(["e"], dedupe_keys=["j"])] == [False]
+    got: list[object] = []
+    waiter = threading.Thread(target=lambda: got.append(sibling.queue(qname).result(first.id, 20)))
+    waiter.start()
+    handle = q.claim_one("w")
+    assert handle is not None and handle.job.id == first.id
+    assert handle.ack_result({"ok": True}, keep_s=60)
+    waiter.join(WAIT)
+    assert got == [{"ok": True}]
+    outcome = q.wait_outcome(first.id, 1)
+    assert outcome.outcome == "success" and q.outcome(first.id) == outcome

@@ -29,6 +29,7 @@ def row(**overrides: object) -> tuple[object, ...]:
         "claim_expires_at": T0 + 30,
         "last_error": None,
         "died_at": None,
+        "dedupe_key": None,
     }
     values.update(overrides)
     return tuple(values[name] for name in ROW_FIELDS)
@@ -41,6 +42,8 @@ def test_fields_read_from_the_row() -> None:
     assert job.visibility_timeout_s == 30.0 and type(job.visibility_timeout_s) is float
     assert job.retry_base_s == 1.0 and type(job.retry_base_s) is float
     assert job.expires_at is None and job.last_error is None and job.died_at is None
+    assert job.dedupe_key is None and Job(row(dedupe_key="k")).dedupe_key == "k"
+    assert Job(row()[:16]).dedupe_key is None  # a row of the v1 layout has no key
 
 
 def test_times_are_aware_utc_datetimes_from_posix_seconds() -> None:
@@ -105,7 +108,7 @@ def test_repr_is_short_and_informative() -> None:
 
 
 def test_sweep_result_and_notification_are_tuples_with_names() -> None:
-    assert SweepResult(2, 3) == (2, 3)
+    assert SweepResult(2, 3) == (2, 3, 0, 0)  # results_purged and keys_purged default to 0
     assert SweepResult(expired=2, purged=3).purged == 3
     note = Notification("ch", "hello")
     assert (note.channel, note.payload) == ("ch", "hello")

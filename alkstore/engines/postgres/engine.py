@@ -22,8 +22,10 @@ import psycopg
 from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from alkstore.core.dedupe import Enqueued, keyed_enqueue, run_flow, run_flow_sync
 from alkstore.core.job import Row
 from alkstore.core.options import Stamps
+from alkstore.core.results import RESULTS_CHANNEL
 from alkstore.engine import NoteSink
 from alkstore.engines.postgres.listener import Listener
 from alkstore.engines.postgres.migrator import (
@@ -56,6 +58,47 @@ def _insert_params(queue: str, payloads: Sequence[bytes], stamps: Stamps) -> dic
         "retry_base": stamps.retry_base_s,
         "expires_in": stamps.expires_in_s,
     }
+
+
+_KEYED_STEPS = {
+    "insert": "insert_keyed_jobs",
+    "take_windows": "take_windows",
+    "window_jobs": "window_jobs",
+    "live_keys": "live_keys",
+    "set_window_jobs": "set_window_jobs",
+}
+
+
+def _step_params(
+    queue: str, stamps: Stamps, name: str, params: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """The query and parameters of one ``core.dedupe`` step."""
+    if name == "insert":
+        full = _insert_params(queue, params["payloads"], stamps)
+        full["keys"] = params["keys"]
+        return _KEYED_STEPS[name], full
+    return _KEYED_STEPS[name], {"queue": queue, **params}
+
+
+async def _keyed_on(
+    q: dict[str, bytes],
+    timed: Callable[[dict[str, Any]], dict[str, Any]],
+    conn: Conn,
+    queue: str,
+    payloads: Sequence[bytes],
+    keys: Sequence[str | None],
+    window_s: float | None,
+    stamps: Stamps,
+) -> list[Enqueued]:
+    """The deduplicated insert on ``conn``, inside the transaction it holds."""
+
+    async def step(name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        query, full = _step_params(queue, stamps, name, params)
+        async with psycopg.AsyncCursor(conn, row_factory=tuple_row) as cur:
+            await cur.execute(q[query], timed(full))
+            return await cur.fetchall() if cur.description is not None else []
+
+    return await run_flow(keyed_enqueue(payloads, keys, window_s), step)
 
 
 def _ids(rows: list[TupleRow]) -> list[int]:
@@ -250,6 +293,34 @@ class PostgresEngine:
             self._wake(queue)
         return ids
 
+    async def enqueue_keyed(
+        self,
+        queue: str,
+        payloads: Sequence[bytes],
+        keys: Sequence[str | None],
+        window_s: float | None,
+        stamps: Stamps,
+    ) -> list[Enqueued]:
+        pool = self._check()
+        try:
+            async with pool.connection() as conn:
+                if window_s is None:
+                    # one autocommit statement per step: the insert alone decides (the
+                    # unique index), and a holder gone before the lookup is retried
+                    result = await _keyed_on(
+                        self.q, self._timed, conn, queue, payloads, keys, None, stamps
+                    )
+                else:  # the window steps commit together with the insert
+                    async with conn.transaction():
+                        result = await _keyed_on(
+                            self.q, self._timed, conn, queue, payloads, keys, window_s, stamps
+                        )
+        except psycopg.Error as e:
+            raise self._failure(e, "enqueue") from e
+        if any(not item.duplicate for item in result):
+            self._wake(queue)
+        return result
+
     def _wake(self, queue: str) -> None:
         waker = self._waker
         if waker is not None and self.settings.wake != "off":
@@ -295,6 +366,55 @@ class PostgresEngine:
         except psycopg.Error as e:
             raise EngineError(f"PostgreSQL error in enqueue_on: {e}") from e
 
+    async def enqueue_keyed_on(
+        self,
+        conn: Any,
+        queue: str,
+        payloads: Sequence[bytes],
+        keys: Sequence[str | None],
+        window_s: float | None,
+        stamps: Stamps,
+    ) -> list[Enqueued]:
+        """Deduplicated insert on the caller's ``psycopg.AsyncConnection``; they commit."""
+        self._check()
+        if not isinstance(conn, psycopg.AsyncConnection):
+            raise InvalidArgumentError(
+                f"enqueue_on needs a psycopg.AsyncConnection, got {type(conn).__name__}"
+            )
+        try:
+            return await _keyed_on(
+                self.q, self._timed, conn, queue, payloads, keys, window_s, stamps
+            )
+        except psycopg.Error as e:
+            raise EngineError(f"PostgreSQL error in enqueue_on: {e}") from e
+
+    def enqueue_keyed_on_sync(
+        self,
+        conn: Any,
+        queue: str,
+        payloads: Sequence[bytes],
+        keys: Sequence[str | None],
+        window_s: float | None,
+        stamps: Stamps,
+    ) -> list[Enqueued]:
+        """Deduplicated insert on the caller's blocking ``psycopg.Connection``; they commit."""
+        self._check()
+        if not isinstance(conn, psycopg.Connection):
+            raise InvalidArgumentError(
+                f"enqueue_on needs a psycopg.Connection, got {type(conn).__name__}"
+            )
+
+        def step(name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+            query, full = _step_params(queue, stamps, name, params)
+            with psycopg.Cursor(conn, row_factory=tuple_row) as cur:
+                cur.execute(self.q[query], self._timed(full))
+                return cur.fetchall() if cur.description is not None else []
+
+        try:
+            return run_flow_sync(keyed_enqueue(payloads, keys, window_s), step)
+        except psycopg.Error as e:
+            raise EngineError(f"PostgreSQL error in enqueue_on: {e}") from e
+
     # -- claim and handle operations ---------------------------------------------------
     async def claim(self, queue: str, worker_id: str, n: int, exhausted_error: str) -> list[Row]:
         params = {"queue": queue, "worker": worker_id, "n": n, "exhausted_error": exhausted_error}
@@ -311,6 +431,25 @@ class PostgresEngine:
             "attempts": [item[2] for item in items],
         }
         return {(row[0], row[1]) for row in await self._fetchall("ack_many", columns)}
+
+    async def ack_result(
+        self, queue: str, job_id: int, attempts: int, value: str, keep_s: float
+    ) -> bool:
+        params = {
+            "id": job_id,
+            "queue": queue,
+            "attempts": attempts,
+            "value": value,
+            "keep": keep_s,
+            "channel": RESULTS_CHANNEL,
+        }
+        return bool(await self._fetchall("ack_result", params))
+
+    async def outcomes(self, queue: str | None, ids: Sequence[int]) -> list[Row]:
+        return await self._fetchall("outcomes", {"queue": queue, "ids": list(ids)})
+
+    async def list_outcomes(self, queue: str, limit: int) -> list[Row]:
+        return await self._fetchall("admin_outcomes", {"queue": queue, "limit": limit})
 
     async def retry(
         self, queue: str, job_id: int, attempts: int, delay_s: float, error: str | None
@@ -350,16 +489,24 @@ class PostgresEngine:
 
     async def sweep(
         self, queue: str, retention_s: float | None, expired_error: str
-    ) -> tuple[int, int]:
+    ) -> tuple[int, int, int, int]:
         params = {"queue": queue, "retention": retention_s, "expired_error": expired_error}
         row = await self._fetchone("sweep", params)
         assert row is not None
-        return int(row[0]), int(row[1])
+        return int(row[0]), int(row[1]), int(row[2]), int(row[3])
 
     async def next_wake_in(self, queue: str) -> float | None:
         row = await self._fetchone("next_due", {"queue": queue})
         due = None if row is None else row[0]
         return None if due is None else max(float(due), 0.0)
+
+    # -- schedules ---------------------------------------------------------------------
+    async def schedule_marks(self, names: Sequence[str]) -> list[tuple[str, float, int | None]]:
+        rows = await self._fetchall("schedule_marks", {"names": list(names)})
+        return [(name, float(tick), job) for name, tick, job in rows]
+
+    async def mark_schedule(self, name: str, tick: float, job_id: int | None) -> None:
+        await self._rowcount("mark_schedule", {"name": name, "tick": tick, "job": job_id})
 
     # -- notify / listen ------------------------------------------------------------------
     async def notify(self, channel: str, payload: str) -> None:
@@ -453,6 +600,25 @@ class PostgresTransaction:
             raise self._engine._failure(e, "transaction enqueue") from e
         self._queues[queue] = None
         return ids
+
+    async def enqueue_keyed(
+        self,
+        queue: str,
+        payloads: Sequence[bytes],
+        keys: Sequence[str | None],
+        window_s: float | None,
+        stamps: Stamps,
+    ) -> list[Enqueued]:
+        conn = self._live()
+        try:
+            engine = self._engine
+            result = await _keyed_on(
+                engine.q, engine._timed, conn, queue, payloads, keys, window_s, stamps
+            )
+        except psycopg.Error as e:
+            raise self._engine._failure(e, "transaction enqueue") from e
+        self._queues[queue] = None
+        return result
 
     async def notify(self, channel: str, payload: str) -> None:
         conn = self._live()

@@ -26,8 +26,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from alkstore.core.dedupe import Enqueued, keyed_enqueue, run_flow_sync
 from alkstore.core.job import Row
 from alkstore.core.options import Stamps, check_positive
+from alkstore.core.results import RESULTS_CHANNEL
 from alkstore.engine import NoteSink
 from alkstore.engines.queries import load_queries
 from alkstore.engines.sqlite.listener import NoteListener
@@ -237,13 +239,12 @@ class SqliteEngine:
             self._conn = None
 
     # -- enqueue ----------------------------------------------------------------
-    def _insert(
-        self, conn: sqlite3.Connection, queue: str, payloads: Sequence[bytes], stamps: Stamps
-    ) -> list[int]:
-        now = self._clock()
+    @staticmethod
+    def _stamped(stamps: Stamps, now: float) -> tuple[Any, ...]:
+        """The stamp columns of insert_job after the payload, resolved against ``now``."""
         run_at = stamps.run_at.timestamp() if stamps.run_at is not None else now + stamps.delay_s
         expires = None if stamps.expires_in_s is None else now + stamps.expires_in_s
-        rest = (
+        return (
             stamps.priority,
             run_at,
             now,
@@ -252,6 +253,11 @@ class SqliteEngine:
             stamps.retry_base_s,
             expires,
         )
+
+    def _insert(
+        self, conn: sqlite3.Connection, queue: str, payloads: Sequence[bytes], stamps: Stamps
+    ) -> list[int]:
+        rest = self._stamped(stamps, self._clock())
         if len(payloads) == 1:
             ids = [conn.execute(Q["insert_job"], (queue, payloads[0], *rest)).lastrowid or 0]
         else:
@@ -262,6 +268,72 @@ class SqliteEngine:
             ids = list(range(last - len(payloads) + 1, last + 1))
         self._insert_note(conn, queue, "")
         return ids
+
+    def _insert_keyed(
+        self,
+        conn: sqlite3.Connection,
+        queue: str,
+        payloads: Sequence[bytes],
+        keys: Sequence[str | None],
+        window_s: float | None,
+        stamps: Stamps,
+    ) -> list[Enqueued]:
+        now = self._clock()
+        rest = self._stamped(stamps, now)
+
+        def step(name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+            rows: list[tuple[Any, ...]] = []
+            keys = params.get("keys", ())
+            if name == "insert":
+                for payload, key in zip(params["payloads"], keys, strict=True):
+                    if key is None:
+                        cur = conn.execute(Q["insert_job"], (queue, payload, *rest))
+                        rows.append((cur.lastrowid, None))
+                    else:
+                        row = conn.execute(Q["insert_keyed_job"], (queue, payload, *rest, key))
+                        rows.extend(row.fetchall())
+            elif name == "take_windows":
+                until = now + params["window_s"]
+                for key in keys:
+                    rows.extend(conn.execute(Q["take_window"], (queue, key, until, now)))
+            elif name in ("window_jobs", "live_keys"):
+                query = Q["window_job" if name == "window_jobs" else "live_key"]
+                for key in keys:
+                    rows.extend(conn.execute(query, (queue, key)))
+            elif name == "set_window_jobs":
+                conn.executemany(
+                    Q["set_window_job"],
+                    [(job_id, queue, key) for key, job_id in zip(keys, params["ids"], strict=True)],
+                )
+            else:
+                raise AssertionError(f"unknown dedupe step {name!r}")
+            return rows
+
+        result = run_flow_sync(keyed_enqueue(payloads, keys, window_s), step)
+        self._insert_note(conn, queue, "")
+        return result
+
+    def _enqueue_keyed_sync(
+        self,
+        queue: str,
+        payloads: Sequence[bytes],
+        keys: Sequence[str | None],
+        window_s: float | None,
+        stamps: Stamps,
+    ) -> list[Enqueued]:
+        result = self._write(self._insert_keyed, queue, payloads, keys, window_s, stamps)
+        self._poke_local()
+        return result
+
+    async def enqueue_keyed(
+        self,
+        queue: str,
+        payloads: Sequence[bytes],
+        keys: Sequence[str | None],
+        window_s: float | None,
+        stamps: Stamps,
+    ) -> list[Enqueued]:
+        return await self._call(self._enqueue_keyed_sync, queue, payloads, keys, window_s, stamps)
 
     def _insert_note(self, conn: sqlite3.Connection, channel: str, payload: str) -> None:
         try:
@@ -319,6 +391,34 @@ class SqliteEngine:
     async def ack_many(self, items: Sequence[tuple[str, int, int]]) -> set[tuple[int, int]]:
         return await self._call(self._write, self._ack_unit, items)
 
+    def _ack_result_unit(self, conn: sqlite3.Connection, params: dict[str, Any]) -> bool:
+        if not conn.execute(Q["ack"], params).rowcount:
+            return False
+        conn.execute(Q["insert_result"], params)
+        self._insert_note(conn, RESULTS_CHANNEL, str(params["id"]))
+        return True
+
+    def _ack_result_sync(self, params: dict[str, Any]) -> bool:
+        done = self._write(self._ack_result_unit, params)
+        if done:
+            self._poke_local()
+        return done
+
+    async def ack_result(
+        self, queue: str, job_id: int, attempts: int, value: str, keep_s: float
+    ) -> bool:
+        params = self._fenced(queue, job_id, attempts)
+        params.update(value=value, keep=keep_s)
+        return await self._call(self._ack_result_sync, params)
+
+    async def outcomes(self, queue: str | None, ids: Sequence[int]) -> list[Row]:
+        params = {"queue": queue, "ids": json.dumps(list(ids))}
+        return await self._call(self._read, self._fetch_all, "outcomes", params)
+
+    async def list_outcomes(self, queue: str, limit: int) -> list[Row]:
+        params = {"queue": queue, "limit": limit}
+        return await self._call(self._read, self._fetch_all, "admin_outcomes", params)
+
     async def retry(
         self, queue: str, job_id: int, attempts: int, delay_s: float, error: str | None
     ) -> bool:
@@ -369,7 +469,7 @@ class SqliteEngine:
 
     def _sweep_unit(
         self, conn: sqlite3.Connection, queue: str, retention_s: float | None, expired_error: str
-    ) -> tuple[int, int]:
+    ) -> tuple[int, int, int, int]:
         now = self._clock()
         params = {"queue": queue, "now": now, "expired_error": expired_error}
         expired = conn.execute(Q["expire_copy"], params).rowcount
@@ -379,11 +479,13 @@ class SqliteEngine:
         if retention_s is not None:
             cutoff = {"queue": queue, "cutoff": now - retention_s}
             purged = conn.execute(Q["purge_dead"], cutoff).rowcount
-        return expired, purged
+        results = conn.execute(Q["purge_results"], params).rowcount
+        windows = conn.execute(Q["purge_windows"], params).rowcount
+        return expired, purged, results, windows
 
     async def sweep(
         self, queue: str, retention_s: float | None, expired_error: str
-    ) -> tuple[int, int]:
+    ) -> tuple[int, int, int, int]:
         return await self._call(self._write, self._sweep_unit, queue, retention_s, expired_error)
 
     def _next_due(self, conn: sqlite3.Connection, queue: str) -> float | None:
@@ -393,6 +495,15 @@ class SqliteEngine:
 
     async def next_wake_in(self, queue: str) -> float | None:
         return await self._call(self._read, self._next_due, queue)
+
+    # -- schedules ------------------------------------------------------------------
+    async def schedule_marks(self, names: Sequence[str]) -> list[tuple[str, float, int | None]]:
+        params = {"names": json.dumps(list(names))}
+        return await self._call(self._read, self._fetch_all, "schedule_marks", params)
+
+    async def mark_schedule(self, name: str, tick: float, job_id: int | None) -> None:
+        params = {"name": name, "tick": tick, "job": job_id, "now": self._clock()}
+        await self._call(self._write, self._exec_count, "mark_schedule", params)
 
     # -- notify / listen ----------------------------------------------------------
     def _notify_sync(self, channel: str, payload: str) -> None:
@@ -511,6 +622,21 @@ class SqliteTransaction:
         ids = await self._hop(engine._insert, engine._conn, queue, payloads, stamps)
         self._wrote_notes = True
         return ids
+
+    async def enqueue_keyed(
+        self,
+        queue: str,
+        payloads: Sequence[bytes],
+        keys: Sequence[str | None],
+        window_s: float | None,
+        stamps: Stamps,
+    ) -> list[Enqueued]:
+        engine = self._engine
+        result = await self._hop(
+            engine._insert_keyed, engine._conn, queue, payloads, keys, window_s, stamps
+        )
+        self._wrote_notes = True
+        return result
 
     async def notify(self, channel: str, payload: str) -> None:
         engine = self._engine

@@ -21,7 +21,13 @@ import pytest
 from psycopg import sql
 
 import alkstore
-from alkstore import EngineError, InvalidArgumentError, InvalidNameError
+from alkstore import (
+    EngineError,
+    Enqueued,
+    EnqueueOpts,
+    InvalidArgumentError,
+    InvalidNameError,
+)
 from alkstore.engines.postgres import SCHEMA_VERSION, PostgresEngine, migrate
 
 WORKERS = Path(__file__).with_name("pg_workers.py")
@@ -350,6 +356,39 @@ async def test_enqueue_on_takes_a_blocking_connection_in_the_sync_facade(
             return handle.job.payload
 
     assert await asyncio.to_thread(work) == b"from sync"
+
+
+async def test_outbox_enqueue_dedupes_per_item_in_the_callers_transaction(
+    pg_url: str, schema: str, stores: list[alkstore.Store]
+) -> None:
+    store = await _open(stores, pg_url, schema)
+    q = store.queue("outbox-keys")
+    held = await q.enqueue_unique(b"held", EnqueueOpts(dedupe_key="b"))
+    async with await psycopg.AsyncConnection.connect(pg_url) as conn:
+        async with conn.transaction():
+            a = await q.enqueue_unique_on(conn, b"a", EnqueueOpts(dedupe_key="a"))
+            again = await q.enqueue_unique_on(conn, b"a2", EnqueueOpts(dedupe_key="a"))
+            many = await q.enqueue_many_on(conn, [b"x", b"y"], dedupe_keys=["b", "c"])
+        with pytest.raises(RuntimeError):
+            async with conn.transaction():
+                await q.enqueue_on(conn, b"d", EnqueueOpts(dedupe_key="d", dedupe_window_s=60))
+                raise RuntimeError("rolled back: the key and its window with it")
+    assert not a.duplicate and again == Enqueued(a.id, True)
+    assert many[0] == held.id and many[1] not in (a.id, held.id)
+    assert not (await q.enqueue_unique(b"d", EnqueueOpts(dedupe_key="d"))).duplicate
+
+    from alkstore import sync
+
+    def blocking() -> tuple[Enqueued, Enqueued]:
+        with sync.connect(pg_url, schema=schema) as sstore, psycopg.connect(pg_url) as bconn:
+            sq = sstore.queue("outbox-keys")
+            first = sq.enqueue_unique_on(bconn, b"s", EnqueueOpts(dedupe_key="s"))
+            second = sq.enqueue_unique_on(bconn, b"s", EnqueueOpts(dedupe_key="s"))
+            bconn.commit()
+            return first, second
+
+    first, second = await asyncio.to_thread(blocking)
+    assert not first.duplicate and second == Enqueued(first.id, True)
 
 
 async def test_store_transaction_wakes_only_after_commit(

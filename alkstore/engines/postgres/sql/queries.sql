@@ -46,6 +46,46 @@ SELECT %(queue)s::text, p, %(priority)s::integer,
 FROM unnest(%(payloads)b::bytea[]) AS p
 RETURNING id;
 
+-- name: insert_keyed_jobs
+-- insert_jobs with a dedupe key per row (NULL: none): the unique index
+-- alk_jobs_dedupe makes a row whose key a live job holds do nothing; a
+-- concurrent insert of the same key waits for the other transaction and then
+-- does nothing (or inserts, if that one rolled back). RETURNING says which got in.
+INSERT INTO {schema}.alk_jobs (queue, payload, priority, run_at, created_at, max_attempts,
+                               visibility_timeout_s, retry_base_s, expires_at, dedupe_key)
+SELECT %(queue)s::text, u.p, %(priority)s::integer,
+       COALESCE(%(run_at)s::timestamptz, {now} + make_interval(secs => %(delay)s::float8)),
+       {now}, %(max_attempts)s::integer, %(visibility)s::float8, %(retry_base)s::float8,
+       {now} + make_interval(secs => %(expires_in)s::float8), u.k
+FROM unnest(%(payloads)b::bytea[], %(keys)s::text[]) WITH ORDINALITY AS u(p, k, n)
+ORDER BY u.n
+ON CONFLICT (queue, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
+RETURNING id, dedupe_key;
+
+-- name: live_keys
+SELECT dedupe_key, id FROM {schema}.alk_jobs
+WHERE queue = %(queue)s AND dedupe_key = ANY(%(keys)s::text[]);
+
+-- name: take_windows
+-- Take each key's dedupe window unless an unexpired one holds it; a concurrent
+-- taker of the same key waits for the row lock, then re-checks the WHERE on
+-- the committed row (and gets nothing back: the window is held).
+INSERT INTO {schema}.alk_dedupe AS d (queue, dedupe_key, job_id, expires_at)
+SELECT %(queue)s::text, k, 0, {now} + make_interval(secs => %(window_s)s::float8)
+FROM unnest(%(keys)s::text[]) AS k
+ON CONFLICT (queue, dedupe_key) DO UPDATE SET job_id = 0, expires_at = EXCLUDED.expires_at
+WHERE d.expires_at <= {now}
+RETURNING dedupe_key;
+
+-- name: window_jobs
+SELECT dedupe_key, job_id FROM {schema}.alk_dedupe
+WHERE queue = %(queue)s AND dedupe_key = ANY(%(keys)s::text[]);
+
+-- name: set_window_jobs
+UPDATE {schema}.alk_dedupe AS d SET job_id = u.id
+FROM unnest(%(keys)s::text[], %(ids)s::bigint[]) AS u(k, id)
+WHERE d.queue = %(queue)s AND d.dedupe_key = u.k;
+
 -- name: claim
 -- The pre-claim exhausted sweep and the claim, one statement (one transaction):
 --   swept/buried: lapsed claims with no attempts left move to dead;
@@ -66,10 +106,10 @@ WITH swept AS (
 ), buried AS (
     INSERT INTO {schema}.alk_dead (id, queue, payload, priority, run_at, created_at, attempts,
                                    max_attempts, visibility_timeout_s, retry_base_s, expires_at,
-                                   worker_id, claim_expires_at, last_error, died_at)
+                                   worker_id, claim_expires_at, last_error, died_at, dedupe_key)
     SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-           %(exhausted_error)s::text, {now}
+           %(exhausted_error)s::text, {now}, dedupe_key
     FROM swept
 ), pending AS MATERIALIZED (
     SELECT id, priority, run_at FROM {schema}.alk_jobs
@@ -99,7 +139,7 @@ FROM chosen
 WHERE j.id = chosen.id
 RETURNING j.id, j.queue, j.payload, j.state, j.priority, j.run_at, j.created_at, j.attempts,
           j.max_attempts, j.visibility_timeout_s, j.retry_base_s, j.expires_at, j.worker_id,
-          j.claim_expires_at, j.last_error, NULL::timestamptz;
+          j.claim_expires_at, j.last_error, NULL::timestamptz, j.dedupe_key;
 
 -- name: ack
 -- Fenced delete. The `fenced` CTE re-reads the row FOR UPDATE under the fencing
@@ -133,6 +173,42 @@ WITH fenced AS MATERIALIZED (
 )
 DELETE FROM {schema}.alk_jobs AS j USING fenced WHERE j.id = fenced.id
 RETURNING j.id, j.attempts;
+
+-- name: ack_result
+-- The fenced ack (see `ack`) plus the kept result, in one statement (one
+-- transaction), and the result's note on the store's results channel, which
+-- PostgreSQL delivers at that commit.
+WITH fenced AS MATERIALIZED (
+    SELECT id FROM {schema}.alk_jobs
+    WHERE id = %(id)s AND queue = %(queue)s AND (state || '') = 'processing'
+      AND attempts = %(attempts)s AND claim_expires_at >= {now}
+    FOR UPDATE
+), acked AS (
+    DELETE FROM {schema}.alk_jobs AS j USING fenced WHERE j.id = fenced.id
+    RETURNING j.id, j.queue, j.attempts
+), kept AS (
+    INSERT INTO {schema}.alk_results (id, queue, outcome, value, attempts, finished_at,
+                                      expires_at)
+    SELECT id, queue, 'success', %(value)s::text, attempts, {now},
+           {now} + make_interval(secs => %(keep)s::float8)
+    FROM acked
+    ON CONFLICT (id) DO UPDATE SET value = EXCLUDED.value, attempts = EXCLUDED.attempts,
+        finished_at = EXCLUDED.finished_at, expires_at = EXCLUDED.expires_at
+    RETURNING id
+)
+SELECT pg_notify(%(channel)s, id::text) FROM kept;
+
+-- name: outcomes
+-- What became of the listed jobs (of one queue, or any if :queue is NULL):
+-- kept result, dead row or live row.
+SELECT id, queue, outcome, value, NULL::text, attempts, finished_at FROM {schema}.alk_results
+WHERE (%(queue)s::text IS NULL OR queue = %(queue)s::text) AND id = ANY(%(ids)s::bigint[])
+UNION ALL
+SELECT id, queue, 'dead', NULL, last_error, attempts, died_at FROM {schema}.alk_dead
+WHERE (%(queue)s::text IS NULL OR queue = %(queue)s::text) AND id = ANY(%(ids)s::bigint[])
+UNION ALL
+SELECT id, queue, state, NULL, last_error, attempts, NULL FROM {schema}.alk_jobs
+WHERE (%(queue)s::text IS NULL OR queue = %(queue)s::text) AND id = ANY(%(ids)s::bigint[]);
 
 -- name: retry
 -- Fenced: back to pending at now() + :delay with the caller's error; claimant cleared.
@@ -175,10 +251,10 @@ WITH fenced AS MATERIALIZED (
 )
 INSERT INTO {schema}.alk_dead (id, queue, payload, priority, run_at, created_at, attempts,
                                max_attempts, visibility_timeout_s, retry_base_s, expires_at,
-                               worker_id, claim_expires_at, last_error, died_at)
+                               worker_id, claim_expires_at, last_error, died_at, dedupe_key)
 SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       %(error)s::text, {now}
+       %(error)s::text, {now}, dedupe_key
 FROM moved;
 
 -- name: heartbeat
@@ -212,18 +288,19 @@ DELETE FROM {schema}.alk_jobs WHERE id = %(id)s AND queue = %(queue)s;
 -- name: get_job
 SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       last_error, NULL::timestamptz
+       last_error, NULL::timestamptz, dedupe_key
 FROM {schema}.alk_jobs WHERE id = %(id)s AND queue = %(queue)s
 UNION ALL
 SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       last_error, died_at
+       last_error, died_at, dedupe_key
 FROM {schema}.alk_dead WHERE id = %(id)s AND queue = %(queue)s;
 
 -- name: sweep
 -- sweep_expired in one statement (one transaction): every live row of the queue
 -- past its expiry, either state, moves to dead; then dead rows older than the
--- retention are purged (:retention NULL keeps them forever). The purge sees the
+-- retention are purged (:retention NULL keeps them forever), and kept results
+-- and dedupe windows past their expiry. The purge sees the
 -- statement's snapshot, so rows moved by this very sweep are not purged by it.
 WITH expired AS (
     DELETE FROM {schema}.alk_jobs
@@ -232,10 +309,10 @@ WITH expired AS (
 ), moved AS (
     INSERT INTO {schema}.alk_dead (id, queue, payload, priority, run_at, created_at, attempts,
                                    max_attempts, visibility_timeout_s, retry_base_s, expires_at,
-                                   worker_id, claim_expires_at, last_error, died_at)
+                                   worker_id, claim_expires_at, last_error, died_at, dedupe_key)
     SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-           %(expired_error)s::text, {now}
+           %(expired_error)s::text, {now}, dedupe_key
     FROM expired
     RETURNING 1
 ), purged AS (
@@ -243,8 +320,15 @@ WITH expired AS (
     WHERE queue = %(queue)s AND %(retention)s::float8 IS NOT NULL
       AND died_at < {now} - make_interval(secs => %(retention)s::float8)
     RETURNING 1
+), results AS (
+    DELETE FROM {schema}.alk_results WHERE queue = %(queue)s AND expires_at <= {now}
+    RETURNING 1
+), windows AS (
+    DELETE FROM {schema}.alk_dedupe WHERE queue = %(queue)s AND expires_at <= {now}
+    RETURNING 1
 )
-SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM purged);
+SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM purged),
+       (SELECT count(*) FROM results), (SELECT count(*) FROM windows);
 
 -- name: next_due
 -- Seconds until the earliest future moment something of this queue becomes
@@ -256,6 +340,17 @@ SELECT EXTRACT(EPOCH FROM (min(t) - {now}))::float8 FROM (
     (SELECT min(claim_expires_at) FROM {schema}.alk_jobs
      WHERE queue = %(queue)s AND state = 'processing' AND claim_expires_at >= {now})
 ) AS due;
+
+-- name: schedule_marks
+SELECT name, last_tick, last_job FROM {schema}.alk_schedules WHERE name = ANY(%(names)s::text[]);
+
+-- name: mark_schedule
+-- Move a schedule's mark forward (never back: a stale worker cannot rewind it).
+INSERT INTO {schema}.alk_schedules AS s (name, last_tick, last_job, updated_at)
+VALUES (%(name)s, %(tick)s, %(job)s, {now})
+ON CONFLICT (name) DO UPDATE SET last_tick = EXCLUDED.last_tick,
+    last_job = COALESCE(EXCLUDED.last_job, s.last_job), updated_at = EXCLUDED.updated_at
+WHERE EXCLUDED.last_tick > s.last_tick;
 
 -- name: notify
 SELECT pg_notify(%(channel)s, %(payload)s);
@@ -271,14 +366,14 @@ SELECT pg_notify(c, '') FROM unnest(%(channels)s::text[]) AS c;
 SELECT * FROM (
     (SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
             visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-            last_error, NULL::timestamptz AS died_at
+            last_error, NULL::timestamptz AS died_at, dedupe_key
      FROM {schema}.alk_jobs
      WHERE queue = %(queue)s AND (%(state)s::text IS NULL OR state = %(state)s::text)
      ORDER BY id LIMIT %(limit)s)
     UNION ALL
     (SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
             visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-            last_error, died_at
+            last_error, died_at, dedupe_key
      FROM {schema}.alk_dead
      WHERE queue = %(queue)s AND (%(state)s::text IS NULL OR %(state)s::text = 'dead')
      ORDER BY id LIMIT %(limit)s)
@@ -289,30 +384,48 @@ ORDER BY id LIMIT %(limit)s;
 -- One row by id in any queue, live or dead (ids are unique across both tables).
 SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       last_error, NULL::timestamptz
+       last_error, NULL::timestamptz, dedupe_key
 FROM {schema}.alk_jobs WHERE id = %(id)s
 UNION ALL
 SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       last_error, died_at
+       last_error, died_at, dedupe_key
 FROM {schema}.alk_dead WHERE id = %(id)s;
+
+-- name: admin_outcomes
+-- The latest finished jobs of a queue, newest first: kept results and dead rows.
+SELECT * FROM (
+    (SELECT id, queue, outcome, value, NULL::text AS error, attempts, finished_at
+     FROM {schema}.alk_results WHERE queue = %(queue)s
+     ORDER BY finished_at DESC LIMIT %(limit)s)
+    UNION ALL
+    (SELECT id, queue, 'dead', NULL, last_error, attempts, died_at
+     FROM {schema}.alk_dead WHERE queue = %(queue)s
+     ORDER BY died_at DESC LIMIT %(limit)s)
+) AS finished
+ORDER BY finished_at DESC, id DESC LIMIT %(limit)s;
 
 -- name: admin_requeue
 -- One statement (one transaction): the dead row back to live pending, due now,
 -- with the attempts the core decides (%(attempts)s) and an expiry already past
 -- cleared (kept only if still ahead); it keeps its id, payload, stamps and
--- last_error (OVERRIDING SYSTEM VALUE: the id is the dead row's, not a new one).
+-- last_error (OVERRIDING SYSTEM VALUE: the id is the dead row's, not a new one),
+-- and its dedupe key unless a live job holds that key now.
 WITH revived AS (
     DELETE FROM {schema}.alk_dead WHERE id = %(id)s RETURNING *
 )
 INSERT INTO {schema}.alk_jobs (id, queue, payload, state, priority, run_at, created_at,
                                attempts, max_attempts, visibility_timeout_s, retry_base_s,
-                               expires_at, worker_id, claim_expires_at, last_error)
+                               expires_at, worker_id, claim_expires_at, last_error,
+                               dedupe_key)
 OVERRIDING SYSTEM VALUE
 SELECT id, queue, payload, 'pending', priority, {now}, created_at, %(attempts)s::integer,
        max_attempts,
        visibility_timeout_s, retry_base_s,
-       CASE WHEN expires_at > {now} THEN expires_at END, NULL, NULL, last_error
+       CASE WHEN expires_at > {now} THEN expires_at END, NULL, NULL, last_error,
+       CASE WHEN NOT EXISTS (SELECT 1 FROM {schema}.alk_jobs AS l
+                             WHERE l.queue = revived.queue
+                               AND l.dedupe_key = revived.dedupe_key) THEN dedupe_key END
 FROM revived
 RETURNING queue;
 

@@ -10,14 +10,64 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);
 -- name: last_id
 SELECT last_insert_rowid();
 
+-- name: insert_keyed_job
+-- One live row with a dedupe key: the unique index alk_jobs_dedupe makes a
+-- live duplicate do nothing (no row returned).
+INSERT INTO alk_jobs (queue, payload, priority, run_at, created_at, max_attempts,
+                      visibility_timeout_s, retry_base_s, expires_at, dedupe_key)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (queue, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
+RETURNING id, dedupe_key;
+
+-- name: live_key
+SELECT dedupe_key, id FROM alk_jobs WHERE queue = ? AND dedupe_key = ?;
+
+-- name: take_window
+-- Take a key's dedupe window unless an unexpired one holds it (a row back: taken).
+INSERT INTO alk_dedupe (queue, dedupe_key, job_id, expires_at) VALUES (?, ?, 0, ?)
+ON CONFLICT (queue, dedupe_key) DO UPDATE SET job_id = 0, expires_at = excluded.expires_at
+WHERE alk_dedupe.expires_at <= ?
+RETURNING dedupe_key;
+
+-- name: window_job
+SELECT dedupe_key, job_id FROM alk_dedupe WHERE queue = ? AND dedupe_key = ?;
+
+-- name: set_window_job
+UPDATE alk_dedupe SET job_id = ? WHERE queue = ? AND dedupe_key = ?;
+
+-- name: insert_result
+-- The kept result of a fenced ack, written in the ack's transaction.
+INSERT INTO alk_results (id, queue, outcome, value, attempts, finished_at, expires_at)
+VALUES (:id, :queue, 'success', :value, :attempts, :now, :now + :keep)
+ON CONFLICT (id) DO UPDATE SET value = excluded.value, attempts = excluded.attempts,
+    finished_at = excluded.finished_at, expires_at = excluded.expires_at;
+
+-- name: outcomes
+-- What became of the listed jobs (of one queue, or any if :queue is NULL):
+-- kept result, dead row or live row.
+SELECT id, queue, outcome, value, NULL, attempts, finished_at FROM alk_results
+WHERE (:queue IS NULL OR queue = :queue) AND id IN (SELECT value FROM json_each(:ids))
+UNION ALL
+SELECT id, queue, 'dead', NULL, last_error, attempts, died_at FROM alk_dead
+WHERE (:queue IS NULL OR queue = :queue) AND id IN (SELECT value FROM json_each(:ids))
+UNION ALL
+SELECT id, queue, state, NULL, last_error, attempts, NULL FROM alk_jobs
+WHERE (:queue IS NULL OR queue = :queue) AND id IN (SELECT value FROM json_each(:ids));
+
+-- name: purge_results
+DELETE FROM alk_results WHERE queue = :queue AND expires_at <= :now;
+
+-- name: purge_windows
+DELETE FROM alk_dedupe WHERE queue = :queue AND expires_at <= :now;
+
 -- name: sweep_exhausted_copy
 -- Pre-claim sweep, step 1: lapsed claims with no attempts left go to dead.
 INSERT INTO alk_dead (id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
                       visibility_timeout_s, retry_base_s, expires_at, worker_id,
-                      claim_expires_at, last_error, died_at)
+                      claim_expires_at, last_error, died_at, dedupe_key)
 SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       :exhausted_error, :now
+       :exhausted_error, :now, dedupe_key
 FROM alk_jobs
 WHERE queue = :queue AND state = 'processing' AND claim_expires_at < :now
   AND attempts >= max_attempts;
@@ -53,7 +103,7 @@ WHERE id IN (
 )
 RETURNING id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
           visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-          last_error, NULL;
+          last_error, NULL, dedupe_key;
 
 -- name: ack
 -- The fenced delete of one claimed row.
@@ -81,10 +131,10 @@ WHERE id = :id AND queue = :queue AND state = 'processing' AND attempts = :attem
 -- Fenced move to dead, step 1 (copy); step 2 deletes by id in the same transaction.
 INSERT INTO alk_dead (id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
                       visibility_timeout_s, retry_base_s, expires_at, worker_id,
-                      claim_expires_at, last_error, died_at)
+                      claim_expires_at, last_error, died_at, dedupe_key)
 SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       :error, :now
+       :error, :now, dedupe_key
 FROM alk_jobs
 WHERE id = :id AND queue = :queue AND state = 'processing' AND attempts = :attempts
   AND claim_expires_at >= :now;
@@ -113,22 +163,22 @@ DELETE FROM alk_jobs WHERE id = :id AND queue = :queue;
 -- name: get_job
 SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       last_error, NULL
+       last_error, NULL, dedupe_key
 FROM alk_jobs WHERE id = :id AND queue = :queue
 UNION ALL
 SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       last_error, died_at
+       last_error, died_at, dedupe_key
 FROM alk_dead WHERE id = :id AND queue = :queue;
 
 -- name: expire_copy
 -- sweep_expired, step 1: every live row past its expiry, either state, to dead.
 INSERT INTO alk_dead (id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
                       visibility_timeout_s, retry_base_s, expires_at, worker_id,
-                      claim_expires_at, last_error, died_at)
+                      claim_expires_at, last_error, died_at, dedupe_key)
 SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       :expired_error, :now
+       :expired_error, :now, dedupe_key
 FROM alk_jobs INDEXED BY alk_jobs_expiry
 WHERE queue = :queue AND expires_at IS NOT NULL AND expires_at <= :now;
 
@@ -149,6 +199,17 @@ SELECT min(t) FROM (
     SELECT min(claim_expires_at) AS t FROM alk_jobs
     WHERE queue = :queue AND state = 'processing' AND claim_expires_at >= :now
 );
+
+-- name: schedule_marks
+SELECT name, last_tick, last_job FROM alk_schedules WHERE name IN (SELECT value FROM json_each(:names));
+
+-- name: mark_schedule
+-- Move a schedule's mark forward (never back: a stale worker cannot rewind it).
+INSERT INTO alk_schedules (name, last_tick, last_job, updated_at)
+VALUES (:name, :tick, :job, :now)
+ON CONFLICT (name) DO UPDATE SET last_tick = excluded.last_tick,
+    last_job = COALESCE(excluded.last_job, alk_schedules.last_job), updated_at = excluded.updated_at
+WHERE excluded.last_tick > alk_schedules.last_tick;
 
 -- name: insert_note
 INSERT INTO alk_notes (channel, payload) VALUES (?, ?);
@@ -171,12 +232,12 @@ SELECT id, channel, payload FROM alk_notes WHERE id > :cursor ORDER BY id LIMIT 
 SELECT * FROM (
     SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-           last_error, NULL AS died_at
+           last_error, NULL AS died_at, dedupe_key
     FROM alk_jobs WHERE queue = :queue AND (:state IS NULL OR state = :state)
     UNION ALL
     SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-           last_error, died_at
+           last_error, died_at, dedupe_key
     FROM alk_dead WHERE queue = :queue AND (:state IS NULL OR :state = 'dead')
 )
 ORDER BY id LIMIT :limit;
@@ -185,25 +246,44 @@ ORDER BY id LIMIT :limit;
 -- One row by id in any queue, live or dead (ids are unique across both tables).
 SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       last_error, NULL
+       last_error, NULL, dedupe_key
 FROM alk_jobs WHERE id = :id
 UNION ALL
 SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       last_error, died_at
+       last_error, died_at, dedupe_key
 FROM alk_dead WHERE id = :id;
+
+-- name: admin_outcomes
+-- The latest finished jobs of a queue, newest first: kept results and dead rows.
+SELECT * FROM (
+    SELECT * FROM (
+        SELECT id, queue, outcome, value, NULL AS error, attempts, finished_at
+        FROM alk_results WHERE queue = :queue ORDER BY finished_at DESC LIMIT :limit
+    )
+    UNION ALL
+    SELECT * FROM (
+        SELECT id, queue, 'dead', NULL, last_error, attempts, died_at
+        FROM alk_dead WHERE queue = :queue ORDER BY died_at DESC LIMIT :limit
+    )
+)
+ORDER BY finished_at DESC, id DESC LIMIT :limit;
 
 -- name: admin_requeue_copy
 -- Requeue, step 1: the dead row back to live pending, due now, with the attempts
 -- the core decides (:attempts) and an expiry already past cleared (kept only if
--- still ahead); it keeps its id, payload, stamps and last_error.
+-- still ahead); it keeps its id, payload, stamps and last_error, and its dedupe
+-- key unless a live job holds that key now.
 INSERT INTO alk_jobs (id, queue, payload, state, priority, run_at, created_at, attempts,
                       max_attempts, visibility_timeout_s, retry_base_s, expires_at,
-                      worker_id, claim_expires_at, last_error)
+                      worker_id, claim_expires_at, last_error, dedupe_key)
 SELECT id, queue, payload, 'pending', priority, :now, created_at, :attempts,
        max_attempts, visibility_timeout_s, retry_base_s,
        CASE WHEN expires_at > :now THEN expires_at END,
-       NULL, NULL, last_error
+       NULL, NULL, last_error,
+       CASE WHEN NOT EXISTS (SELECT 1 FROM alk_jobs AS l
+                             WHERE l.queue = alk_dead.queue
+                               AND l.dedupe_key = alk_dead.dedupe_key) THEN dedupe_key END
 FROM alk_dead WHERE id = :id
 RETURNING queue;
 
