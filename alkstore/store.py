@@ -31,7 +31,7 @@ from alkstore.core.options import (
     resolve,
 )
 from alkstore.core.payload import encode_notify_payload, encode_payload
-from alkstore.core.results import JobOutcome, encode_result
+from alkstore.core.results import RESULTS_CHANNEL, JobOutcome, encode_result
 from alkstore.engine import Engine, EngineTransaction, SupportsOutbox
 from alkstore.errors import (
     HandleConsumedError,
@@ -111,7 +111,9 @@ class Store:
         self._hub = ListenerHub(engine)
         self._acks = AckGroup(engine)
         self._loops: weakref.WeakSet[ClaimLoop] = weakref.WeakSet()  # running claim loops
-        self._results = ResultWaiters(self)
+        self._results = ResultWaiters(
+            self, lambda: Subscription(self._hub, (RESULTS_CHANNEL,), wake_only=False)
+        )
         self._closed = False
         self._forked = False
         _live_stores.add(self)

@@ -92,7 +92,7 @@ class Subscription:
         self._notes.clear()
         return woke
 
-    async def wait_notes(self, timeout: float) -> list[str] | None:
+    async def _wait_notes(self, timeout: float) -> list[str] | None:
         """The payloads that arrived, waiting up to ``timeout`` s for the first; ``[]`` on
         timeout or close, ``None`` after a gap (notes may have been lost: re-check)."""
         if not self._event.is_set() and timeout > 0:

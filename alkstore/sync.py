@@ -455,3 +455,19 @@ class Admin:
     def stats(self) -> list[_admin.QueueStats]:
         """Counts per queue that has any live or dead job, by queue name."""
         return self._runner.run(self._async.stats())
+
+    def outcomes(self, queue: str, limit: int = 20) -> list[JobOutcome]:
+        """The latest finished jobs of ``queue``, newest first (kept results, dead jobs)."""
+        return self._runner.run(self._async.outcomes(queue, limit))
+
+    def outcome(self, job_id: int, queue: str | None = None) -> JobOutcome | None:
+        """What became of one job (kept result, dead, live), if anything."""
+        return self._runner.run(self._async.outcome(job_id, queue))
+
+    def schedule_marks(self, names: list[str]) -> list[tuple[str, float, int | None]]:
+        """``(name, last tick as POSIX seconds, last job id)`` of the named schedules."""
+        return self._runner.run(self._async.schedule_marks(names))
+
+    def mark_schedule(self, name: str, tick: float, job_id: int | None) -> None:
+        """Move a schedule's mark forward to ``tick`` (never back)."""
+        self._runner.run(self._async.mark_schedule(name, tick, job_id))

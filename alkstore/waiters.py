@@ -15,9 +15,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import defaultdict
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from alkstore.core.results import RESULTS_CHANNEL, JobOutcome
+from alkstore.core.results import JobOutcome
 from alkstore.errors import (
     AlkstoreError,
     JobDeadError,
@@ -36,8 +37,11 @@ __all__ = ["ResultWaiters"]
 class ResultWaiters:
     """One per store: the futures of ``store.result`` waiters and the task that feeds them."""
 
-    def __init__(self, store: Store, recheck_s: float = 1.0) -> None:
+    def __init__(
+        self, store: Store, subscribe: Callable[[], Subscription], recheck_s: float = 1.0
+    ) -> None:
         self._store = store
+        self._subscribe = subscribe  # a subscription to RESULTS_CHANNEL, with payloads
         self.recheck_s = recheck_s
         self._waiting: dict[int, tuple[str, list[asyncio.Future[JobOutcome]]]] = {}
         self._task: asyncio.Task[None] | None = None
@@ -100,10 +104,8 @@ class ResultWaiters:
         async with self._starting:
             if self.listening:
                 return
-            from alkstore.subscription import Subscription
-
             # lives as long as the store: one LISTEN for every waiter, now and later
-            sub = Subscription(self._store._hub, (RESULTS_CHANNEL,), wake_only=False)
+            sub = self._subscribe()
             await sub.__aenter__()
             self._sub = sub
             self._task = asyncio.get_running_loop().create_task(self._run(sub))
@@ -114,7 +116,7 @@ class ResultWaiters:
         try:
             while not sub.closed:
                 timeout = max(next_full - loop.time(), 0.0)
-                woke = await sub.wait_notes(timeout)
+                woke = await sub._wait_notes(timeout)
                 if sub.closed:
                     break
                 if woke is None or loop.time() >= next_full:  # a gap, or the round is due
