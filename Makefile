@@ -9,10 +9,17 @@ STAMP  := $(VENV)/.installed
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+CHROMIUM := /usr/bin/chromium
+
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+# The browser tests drive Debian's Chromium (Playwright cannot download one here).
+$(CHROMIUM):
+	apt-get install -y --no-install-recommends chromium || \
+		(apt-get update && apt-get install -y --no-install-recommends chromium)
 
 demo: $(STAMP)
 	$(BIN)/alkstore demo
@@ -27,7 +34,7 @@ typecheck: $(STAMP)
 imports: $(STAMP)
 	$(BIN)/lint-imports
 
-test: lint typecheck imports
+test: lint typecheck imports $(CHROMIUM)
 	$(BIN)/pytest -q
 
 bench: $(STAMP)

@@ -10,19 +10,26 @@ validates its input, then makes one engine call.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
-from alkstore.core.job import Job
-from alkstore.core.names import check_name
+from alkstore.core.job import Job, _utc
+from alkstore.core.names import check_name, check_worker_id
+from alkstore.core.options import check_positive
 from alkstore.core.results import JobOutcome
 from alkstore.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from alkstore.store import Store
 
-__all__ = ["JOB_STATES", "Admin", "QueueStats"]
+__all__ = ["JOB_STATES", "OUTCOMES", "Admin", "OutcomeCount", "QueueStats", "WorkerInfo"]
 
 JOB_STATES = ("pending", "processing", "dead")
+# How a worker's run of a job ended (the worker's log and metrics use the same words).
+OUTCOMES = ("success", "retry", "dead", "lost", "interrupted")
+GONE_AFTER_S = 30.0  # a worker not seen for this long is shown as gone
+OUTCOMES_KEPT_S = 24 * 3600.0
 LIST_LIMIT_MAX = 10_000
 REQUEUE_ATTEMPTS = 0  # a requeued job starts a fresh attempt budget
 _ID_MAX = 2**63 - 1
@@ -37,6 +44,30 @@ class QueueStats(NamedTuple):
     processing: int
     dead: int
     oldest_pending_age_s: float | None
+
+
+class WorkerInfo(NamedTuple):
+    """One registered worker, as of its last heartbeat."""
+
+    id: str
+    host: str
+    pid: int
+    queues: tuple[str, ...]
+    concurrency: int
+    running: int
+    started_at: datetime
+    last_seen: datetime
+    seen_ago_s: float
+    alive: bool  # seen within ``gone_after_s``
+
+
+class OutcomeCount(NamedTuple):
+    """``jobs`` of ``queue`` ended with ``outcome`` in the minute starting at ``minute``."""
+
+    queue: str
+    minute: datetime
+    outcome: str
+    jobs: int
 
 
 def _check_id(job_id: object) -> int:
@@ -117,3 +148,116 @@ class Admin:
         """Counts per queue that has any live or dead job, by queue name."""
         engine = self._store._check()
         return [QueueStats(*row) for row in await engine.stats()]
+
+    async def cancel(self, job_id: int) -> bool:
+        """Delete the live job with this id in any queue; ``False`` if none is live."""
+        engine = self._store._check()
+        row = await engine.find_job(_check_id(job_id))
+        if row is None or row[3] == "dead":
+            return False
+        return await engine.cancel(row[1], job_id)
+
+    async def requeue_many(self, job_ids: Iterable[int]) -> int:
+        """:meth:`requeue` each dead job listed; count those requeued."""
+        engine = self._store._check()
+        if isinstance(job_ids, str | bytes | int):
+            raise InvalidArgumentError(f"job ids must be a list of ints, got {job_ids!r}")
+        ids = [_check_id(i) for i in job_ids]
+        done = 0
+        for job_id in ids:
+            done += await engine.requeue_dead(job_id, REQUEUE_ATTEMPTS)
+        return done
+
+    # -- live workers and outcome history ----------------------------------------
+    async def workers(self, gone_after_s: float = GONE_AFTER_S) -> list[WorkerInfo]:
+        """Registered workers by start time; ``alive`` unless unseen for ``gone_after_s``."""
+        engine = self._store._check()
+        gone = check_positive("gone_after_s", gone_after_s)
+        found = []
+        for (
+            wid,
+            host,
+            pid,
+            queues,
+            conc,
+            running,
+            started,
+            seen,
+            ago,
+        ) in await engine.list_workers():
+            started_at, last_seen = _utc(started), _utc(seen)
+            assert started_at is not None and last_seen is not None
+            found.append(
+                WorkerInfo(
+                    wid,
+                    host,
+                    pid,
+                    tuple(queues),
+                    conc,
+                    running,
+                    started_at,
+                    last_seen,
+                    ago,
+                    ago < gone,
+                )
+            )
+        return found
+
+    async def report_worker(
+        self,
+        worker_id: str,
+        host: str,
+        pid: int,
+        queues: Sequence[str],
+        concurrency: int,
+        running: int,
+    ) -> None:
+        """Register a worker or refresh its row (the worker's presence heartbeat)."""
+        engine = self._store._check()
+        check_worker_id(worker_id)
+        names = [check_name(q) for q in queues]
+        for label, value in (("pid", pid), ("concurrency", concurrency), ("running", running)):
+            if type(value) is not int or not 0 <= value < 2**31:
+                raise InvalidArgumentError(f"{label} must be an int >= 0, got {value!r}")
+        if type(host) is not str or not host:
+            raise InvalidArgumentError(f"host must be a non-empty str, got {host!r}")
+        await engine.upsert_worker(worker_id, host, pid, names, concurrency, running)
+
+    async def remove_worker(self, worker_id: str) -> bool:
+        """Delete a worker's row (it stopped)."""
+        engine = self._store._check()
+        return await engine.delete_worker(check_worker_id(worker_id))
+
+    async def purge_workers(self, older_than_s: float) -> int:
+        """Delete workers not seen for ``older_than_s``; count them."""
+        engine = self._store._check()
+        return await engine.purge_workers(check_positive("older_than_s", older_than_s))
+
+    async def record_outcomes(self, counts: Iterable[tuple[str, str, int]]) -> None:
+        """Add ``(queue, outcome, n)`` counts to the current minute of the outcome history."""
+        engine = self._store._check()
+        items = []
+        for queue, outcome, n in counts:
+            check_name(queue)
+            if outcome not in OUTCOMES:
+                raise InvalidArgumentError(
+                    f"invalid outcome {outcome!r}: use one of {', '.join(OUTCOMES)}"
+                )
+            if type(n) is not int or n < 0:
+                raise InvalidArgumentError(f"count must be an int >= 0, got {n!r}")
+            if n:
+                items.append((queue, outcome, n))
+        if items:
+            await engine.add_outcomes(items, OUTCOMES_KEPT_S)
+
+    async def outcome_history(self, minutes: int = 60) -> list[OutcomeCount]:
+        """Finished-job counts per queue, minute and outcome over the last ``minutes``."""
+        engine = self._store._check()
+        if type(minutes) is not int or not 1 <= minutes <= OUTCOMES_KEPT_S // 60:
+            raise InvalidArgumentError(f"minutes must be an int in [1, 1440], got {minutes!r}")
+        found = []
+        for queue, minute, outcome, n in await engine.outcome_history(minutes * 60.0):
+            at = _utc(minute)
+            assert at is not None
+            found.append(OutcomeCount(queue, at, outcome, n))
+        return found

@@ -217,3 +217,32 @@ class Engine(Protocol):
     async def stats(self) -> list[tuple[str, int, int, int, int, float | None]]:
         """Per queue, by name: ``(queue, pending due now, pending delayed, processing,
         dead, seconds since the oldest due pending row's run_at or None)``."""
+
+    # -- live workers and outcome history (alkstore/presence.py) --------------------
+    async def upsert_worker(
+        self,
+        worker_id: str,
+        host: str,
+        pid: int,
+        queues: Sequence[str],
+        concurrency: int,
+        running: int,
+    ) -> None:
+        """Register the worker or refresh its row; ``last_seen = now``."""
+
+    async def delete_worker(self, worker_id: str) -> bool:
+        """Remove the worker's row (it stopped)."""
+
+    async def purge_workers(self, older_than_s: float) -> int:
+        """Delete workers not seen for ``older_than_s``; count them."""
+
+    async def list_workers(self) -> list[Row]:
+        """``(id, host, pid, queues, concurrency, running, started_at, last_seen,
+        seconds since last_seen)`` per worker, by start time."""
+
+    async def add_outcomes(self, counts: Sequence[tuple[str, str, int]], keep_s: float) -> None:
+        """Add each ``(queue, outcome, n)`` to the current minute (one transaction);
+        drop minutes older than ``keep_s``."""
+
+    async def outcome_history(self, seconds: float) -> list[tuple[str, float, str, int]]:
+        """``(queue, minute start as POSIX seconds, outcome, n)`` of the last ``seconds``."""

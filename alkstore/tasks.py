@@ -23,11 +23,12 @@ from alkstore.core.options import EnqueueOpts, QueueOpts
 from alkstore.core.payload import encode_payload
 from alkstore.errors import InvalidArgumentError, PayloadError
 from alkstore.store import Transaction
+from alkstore.tracing import create_span, headers_of
 
 if TYPE_CHECKING:
     from alkstore.app import App
 
-__all__ = ["Deferred", "Fail", "Task", "TaskCall", "decode_call", "encode_call"]
+__all__ = ["Deferred", "Fail", "Task", "TaskCall", "decode_call", "decode_envelope", "encode_call"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -41,16 +42,29 @@ class BadCall(Exception):
     """A job's payload is not a call this worker can make (unknown task, bad arguments)."""
 
 
-def encode_call(name: str, arguments: Mapping[str, Any]) -> bytes:
-    """The payload of one task call: compact UTF-8 JSON (``PayloadError`` if it can't be)."""
+def encode_call(
+    name: str, arguments: Mapping[str, Any], trace: Mapping[str, str] | None = None
+) -> bytes:
+    """The payload of one task call: compact UTF-8 JSON (``PayloadError`` if it can't be);
+    ``trace`` is the producer's trace context (see ``alkstore.tracing``)."""
+    envelope: dict[str, Any] = {"task": name, "args": dict(arguments)}
+    if trace:
+        envelope["trace"] = dict(trace)
     try:
-        return encode_payload({"task": name, "args": dict(arguments)})
+        return encode_payload(envelope)
     except PayloadError as e:
         raise PayloadError(f"arguments of task {name!r} cannot be encoded as JSON: {e}") from e
 
 
 def decode_call(payload: bytes) -> tuple[str, dict[str, Any]]:
     """``(task name, arguments)`` from a job payload; ``BadCall`` if it is not a task call."""
+    name, arguments, _trace = decode_envelope(payload)
+    return name, arguments
+
+
+def decode_envelope(payload: bytes) -> tuple[str, dict[str, Any], dict[str, str] | None]:
+    """``(task name, arguments, trace headers)`` from a job payload (``BadCall`` if it is
+    not a task call)."""
     import json
 
     try:
@@ -66,7 +80,7 @@ def decode_call(payload: bytes) -> tuple[str, dict[str, Any]]:
             f"payload {payload[:80]!r} is not a task call: "
             'expected JSON {"task": name, "args": {...}}'
         )
-    return data["task"], data.get("args", {})
+    return data["task"], data.get("args", {}), headers_of(data.get("trace"))
 
 
 class _KeywordPlan:
@@ -204,6 +218,9 @@ class Task(Generic[P, R]):
         """The job payload of one call (validated and encoded, nothing written)."""
         return encode_call(self.name, self.bind(*args, **kwargs))
 
+    def _traced_payload(self, trace: Mapping[str, str] | None, *args: Any, **kwargs: Any) -> bytes:
+        return encode_call(self.name, self.bind(*args, **kwargs), trace)
+
     def call_arguments(self, arguments: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
         """Positional and keyword arguments for ``fn`` from a decoded ``args`` object."""
         plan = self._plan
@@ -285,9 +302,10 @@ class TaskCall(Generic[P, R]):
     async def defer(self, *args: P.args, **kwargs: P.kwargs) -> Deferred:
         """Enqueue one call; returns the job id (a :class:`Deferred`)."""
         task = self.task
-        payload = task.payload(*args, **kwargs)
-        store = await task.app.connect()
-        got = await store.queue(task.queue, task.opts).enqueue_unique(payload, self.opts)
+        with create_span(task.queue) as trace:
+            payload = task._traced_payload(trace, *args, **kwargs)
+            store = await task.app.connect()
+            got = await store.queue(task.queue, task.opts).enqueue_unique(payload, self.opts)
         return _deferred(task, got)
 
     async def defer_in(self, tx: Transaction, *args: P.args, **kwargs: P.kwargs) -> Deferred:
@@ -295,8 +313,9 @@ class TaskCall(Generic[P, R]):
         if not isinstance(tx, Transaction):
             raise InvalidArgumentError(f"defer_in needs an alkstore.Transaction, got {tx!r}")
         task = self.task
-        payload = task.payload(*args, **kwargs)
-        got = await tx.queue(task.queue, task.opts).enqueue_unique(payload, self.opts)
+        with create_span(task.queue) as trace:
+            payload = task._traced_payload(trace, *args, **kwargs)
+            got = await tx.queue(task.queue, task.opts).enqueue_unique(payload, self.opts)
         return _deferred(task, got)
 
     async def defer_many(self, calls: Iterable[Mapping[str, Any]]) -> list[int]:
@@ -304,6 +323,8 @@ class TaskCall(Generic[P, R]):
         task = self.task
         if isinstance(calls, Mapping | str | bytes):
             raise InvalidArgumentError("defer_many takes a list of keyword-argument mappings")
-        payloads = [task.payload(**call) for call in calls]
-        store = await task.app.connect()
-        return await store.queue(task.queue, task.opts).enqueue_many(payloads, self.opts)
+        calls = list(calls)
+        with create_span(task.queue, len(calls)) as trace:
+            payloads = [task._traced_payload(trace, **call) for call in calls]
+            store = await task.app.connect()
+            return await store.queue(task.queue, task.opts).enqueue_many(payloads, self.opts)

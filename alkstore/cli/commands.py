@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import click
 
-from alkstore.admin import JOB_STATES
+from alkstore.admin import GONE_AFTER_S, JOB_STATES
 from alkstore.app import App
 from alkstore.cli import render
 from alkstore.connect import connect
@@ -109,6 +109,10 @@ def _job_id(text: str) -> int:
     if not 1 <= value <= 2**63 - 1:
         raise BadInput(f"invalid job id {text!r}: expected a positive integer")
     return value
+
+
+def _json_option(fn: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(fn)
 
 
 def _out() -> Any:
@@ -242,6 +246,20 @@ def load_app(spec: str) -> App:
 )
 @click.option("--worker-id", default=None, help="Claimant name [host:pid:random].")
 @click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve Prometheus metrics on this port (0: any free port; see the log).",
+)
+@click.option("--metrics-host", default="127.0.0.1", show_default=True)
+@click.option(
+    "--presence-interval",
+    type=click.FloatRange(min=0.01),
+    default=5.0,
+    show_default=True,
+    help="Seconds between refreshes of this worker's registry row, outcome counts and gauges.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
@@ -259,6 +277,9 @@ def worker(
     poll_interval: float,
     sweep_interval: float,
     worker_id: str | None,
+    metrics_port: int | None,
+    metrics_host: str,
+    presence_interval: float,
     log_level: str,
     url: str | None,
     schema: str | None,
@@ -295,6 +316,9 @@ def worker(
                 poll_interval_s=poll_interval,
                 sweep_interval_s=sweep_interval,
                 worker_id=worker_id,
+                metrics_port=metrics_port,
+                metrics_host=metrics_host,
+                presence_interval_s=presence_interval,
             ).run()
         finally:
             await app.close()
@@ -317,6 +341,7 @@ def jobs() -> None:
 @click.argument("queue")
 @click.option("--state", type=click.Choice(JOB_STATES), default=None)
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@_json_option
 @_store_options
 @click.pass_context
 def jobs_list(
@@ -324,6 +349,7 @@ def jobs_list(
     queue: str,
     state: str | None,
     limit: int,
+    as_json: bool,
     url: str | None,
     schema: str | None,
 ) -> None:
@@ -334,6 +360,9 @@ def jobs_list(
             return await store.admin().list_jobs(queue, state, limit)
 
     found = _run(go())
+    if as_json:
+        render.print_json([render.job_json(job) for job in found])
+        return
     title = f"queue {queue}" + (f", {state}" if state else "") + f": {len(found)} job(s)"
     _out().print(render.job_table(found, title))
 
@@ -361,9 +390,12 @@ def schedules(ctx: click.Context, app_spec: str, url: str | None, schema: str | 
 
 @jobs.command("show")
 @click.argument("job_id", metavar="ID")
+@_json_option
 @_store_options
 @click.pass_context
-def jobs_show(ctx: click.Context, job_id: str, url: str | None, schema: str | None) -> None:
+def jobs_show(
+    ctx: click.Context, job_id: str, as_json: bool, url: str | None, schema: str | None
+) -> None:
     """Every field of job ID, live or dead."""
     ident = _job_id(job_id)
 
@@ -374,9 +406,15 @@ def jobs_show(ctx: click.Context, job_id: str, url: str | None, schema: str | No
 
     job, outcome = _run(go())
     if job is not None:
-        _out().print(render.job_detail(job))
+        if as_json:
+            render.print_json(render.job_json(job))
+        else:
+            _out().print(render.job_detail(job))
     elif outcome is not None:  # finished: only its kept result is left
-        _out().print(render.outcome_detail(outcome))
+        if as_json:
+            render.print_json(render.outcome_json(outcome))
+        else:
+            _out().print(render.outcome_detail(outcome))
     else:
         raise Failed(f"no job {ident} (a finished job shows only while its result is kept)")
 
@@ -384,10 +422,11 @@ def jobs_show(ctx: click.Context, job_id: str, url: str | None, schema: str | No
 @jobs.command("outcomes")
 @click.argument("queue")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
+@_json_option
 @_store_options
 @click.pass_context
 def jobs_outcomes(
-    ctx: click.Context, queue: str, limit: int, url: str | None, schema: str | None
+    ctx: click.Context, queue: str, limit: int, as_json: bool, url: str | None, schema: str | None
 ) -> None:
     """The latest finished jobs of QUEUE, newest first: kept results and dead jobs."""
 
@@ -396,6 +435,9 @@ def jobs_outcomes(
             return await store.admin().outcomes(queue, limit)
 
     found = _run(go())
+    if as_json:
+        render.print_json([render.outcome_json(o) for o in found])
+        return
     _out().print(render.outcomes_table(found, f"queue {queue}: {len(found)} outcome(s)"))
 
 
@@ -447,9 +489,10 @@ def jobs_requeue(ctx: click.Context, job_id: str, url: str | None, schema: str |
 
 
 @cli.command()
+@_json_option
 @_store_options
 @click.pass_context
-def stats(ctx: click.Context, url: str | None, schema: str | None) -> None:
+def stats(ctx: click.Context, as_json: bool, url: str | None, schema: str | None) -> None:
     """Per queue: pending, delayed, processing, dead, and the oldest pending job's age."""
 
     async def go() -> Any:
@@ -457,11 +500,86 @@ def stats(ctx: click.Context, url: str | None, schema: str | None) -> None:
             return await store.admin().stats()
 
     found = _run(go())
+    if as_json:
+        render.print_json([render.stats_json(s) for s in found])
+        return
     out = _out()
     if not found:
         out.print("no jobs in the store")
         return
     out.print(render.stats_table(found))
+
+
+@cli.command()
+@click.option(
+    "--gone-after",
+    type=click.FloatRange(min=0.001),
+    default=GONE_AFTER_S,
+    show_default=True,
+    help="Seconds without a heartbeat after which a worker is shown as gone.",
+)
+@_json_option
+@_store_options
+@click.pass_context
+def workers(
+    ctx: click.Context, gone_after: float, as_json: bool, url: str | None, schema: str | None
+) -> None:
+    """Registered workers: host, pid, queues, running/concurrency, last heartbeat."""
+
+    async def go() -> Any:
+        async with await _open(ctx, url, schema) as store:
+            return await store.admin().workers(gone_after)
+
+    found = _run(go())
+    if as_json:
+        render.print_json([render.worker_json(w) for w in found])
+        return
+    out = _out()
+    if not found:
+        out.print("no workers registered")
+        return
+    out.print(render.workers_table(found))
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
+@click.option(
+    "--token",
+    default=None,
+    envvar="ALKSTORE_DASHBOARD_TOKEN",
+    help="Enables actions (requeue, cancel) for who logs in with it "
+    "[ALKSTORE_DASHBOARD_TOKEN]; without it the dashboard is read-only.",
+)
+@_store_options
+@click.pass_context
+def dashboard(
+    ctx: click.Context,
+    host: str,
+    port: int,
+    token: str | None,
+    url: str | None,
+    schema: str | None,
+) -> None:
+    """Serve the web dashboard (queues, jobs, dead letters, workers, /metrics)."""
+    import uvicorn
+
+    from alkstore.dashboard import create_app
+
+    url, schema_name = _target(ctx, url, schema)
+    if token is not None and len(token) < 8:
+        raise BadInput("--token must be at least 8 characters")
+    loopback = host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
+    # bound to loopback: refuse other Host names (a DNS-rebinding page could read it)
+    hosts = ["127.0.0.1", "localhost", "::1", "[::1]", host] if loopback else None
+    app = create_app(url, schema=schema_name, token=token, allowed_hosts=hosts)
+    mode = "actions enabled with the token" if token else "read-only (no --token)"
+    click.echo(f"alkstore dashboard on http://{host}:{port}/ ({mode})", err=True)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    try:
+        uvicorn.Server(config).run()
+    except (OSError, SystemExit) as e:
+        raise Failed(f"dashboard stopped: {_one_line(e)}") from None
 
 
 @cli.command()

@@ -2,20 +2,36 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import sys
 from datetime import UTC, datetime
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from alkstore.admin import QueueStats
-from alkstore.core.job import Job
+from alkstore.admin import QueueStats, WorkerInfo
+from alkstore.core.job import ROW_FIELDS, Job
 from alkstore.core.results import JobOutcome
 from alkstore.schedules import Schedule
 
-__all__ = ["describe_payload", "job_detail", "job_table", "stats_table", "when"]
+__all__ = [
+    "describe_payload",
+    "job_detail",
+    "job_json",
+    "job_table",
+    "outcome_detail",
+    "outcome_json",
+    "outcomes_table",
+    "schedules_table",
+    "stats_json",
+    "stats_table",
+    "when",
+    "worker_json",
+    "workers_table",
+]
 
 _STATE_STYLE = {"pending": "cyan", "processing": "yellow", "dead": "red"}
 
@@ -206,3 +222,77 @@ def console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     piped = not stream.isatty() and "COLUMNS" not in os.environ
     return Console(stderr=stderr, highlight=False, width=160 if piped else None)
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat().replace("+00:00", "Z")
+
+
+def job_json(job: Job) -> dict[str, Any]:
+    """Every field of a job for ``--json``: times ISO 8601 UTC; the payload as its JSON
+    value when it is JSON, else as text, else base64 (``payload_encoding`` says which)."""
+    out: dict[str, Any] = {}
+    for name in ROW_FIELDS:
+        value = getattr(job, name)
+        out[name] = _iso(value) if isinstance(value, datetime) else value
+    raw = job.payload
+    try:
+        out["payload"], out["payload_encoding"] = json.loads(raw), "json"
+    except (ValueError, UnicodeDecodeError):
+        try:
+            out["payload"], out["payload_encoding"] = raw.decode(), "text"
+        except UnicodeDecodeError:
+            out["payload"], out["payload_encoding"] = base64.b64encode(raw).decode(), "base64"
+    return out
+
+
+def outcome_json(o: JobOutcome) -> dict[str, Any]:
+    """A finished job for ``--json``: the kept result as its JSON value."""
+    return {
+        "id": o.id,
+        "queue": o.queue,
+        "outcome": o.outcome,
+        "result": o.value,
+        "error": o.error,
+        "attempts": o.attempts,
+        "finished_at": _iso(o.finished_at) if o.finished_at is not None else None,
+    }
+
+
+def stats_json(s: QueueStats) -> dict[str, Any]:
+    """One queue's counts for ``--json``."""
+    return s._asdict()
+
+
+def worker_json(w: WorkerInfo) -> dict[str, Any]:
+    """One worker for ``--json``."""
+    out = w._asdict()
+    out["queues"] = list(w.queues)
+    out["started_at"] = _iso(w.started_at)
+    out["last_seen"] = _iso(w.last_seen)
+    return out
+
+
+def workers_table(workers: list[WorkerInfo]) -> Table:
+    """One row per registered worker."""
+    table = Table(title="workers", title_justify="left")
+    for column in ("id", "state", "host", "pid", "queues", "running", "started", "last seen"):
+        table.add_column(column, no_wrap=column in ("id", "state", "pid"))
+    now = datetime.now(UTC)
+    for w in workers:
+        table.add_row(
+            w.id,
+            "[green]alive[/]" if w.alive else "[red]gone[/]",
+            w.host,
+            str(w.pid),
+            ", ".join(w.queues),
+            f"{w.running}/{w.concurrency}",
+            _relative(w.started_at, now),
+            f"{age(w.seen_ago_s)} ago",
+        )
+    return table
+
+
+def print_json(data: Any) -> None:
+    """``data`` as indented JSON on stdout."""
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")

@@ -28,6 +28,12 @@ the grace period must not loop forever), so at its last attempt the job is
 dead-lettered with an ``interrupted`` error (``alkstore jobs requeue`` revives
 it). A second signal skips the grace period. A job is never dropped: if even
 the give-back fails, its claim lapses and another worker reclaims it.
+
+Observability (docs/observability.md): the worker registers itself and writes
+its outcome counts every ``presence_interval_s`` (``presence.py``); with
+``metrics``/``metrics_port`` it keeps Prometheus metrics (``alkstore.metrics``);
+each handler runs in a ``process {queue}`` span when tracing is configured
+(``alkstore.tracing``).
 """
 
 from __future__ import annotations
@@ -56,11 +62,14 @@ from alkstore.core.options import QueueOpts, check_non_negative, check_positive
 from alkstore.core.results import encode_result
 from alkstore.errors import AlkstoreError, InvalidArgumentError, PayloadError, StoreClosedError
 from alkstore.store import JobHandle, Queue, Store
-from alkstore.tasks import BadCall, Fail, Task, decode_call
+from alkstore.tasks import BadCall, Fail, Task, decode_call, decode_envelope
+from alkstore.tracing import process_span
 from alkstore.worker.context import reset_current, set_current
+from alkstore.worker.presence import Presence
 
 if TYPE_CHECKING:
     from alkstore.app import App
+    from alkstore.metrics import Metrics
     from alkstore.subscription import Subscription
 
 __all__ = ["Worker"]
@@ -208,6 +217,10 @@ class Worker:
         dead_letter_retention_s: float | None = None,
         handle_signals: bool = True,
         schedule: bool = True,
+        presence_interval_s: float = 5.0,
+        metrics: Metrics | None = None,
+        metrics_port: int | None = None,
+        metrics_host: str = "127.0.0.1",
     ) -> None:
         self.app = app
         self.schedule = schedule
@@ -233,6 +246,20 @@ class Worker:
         self.sweep_interval_s = check_positive("sweep_interval_s", sweep_interval_s)
         self.queue_opts = QueueOpts(dead_letter_retention_s=dead_letter_retention_s)
         self.handle_signals = handle_signals
+        self.presence_interval_s = check_positive("presence_interval_s", presence_interval_s)
+        if metrics_port is not None and (
+            type(metrics_port) is not int or not 0 <= metrics_port <= 65535
+        ):
+            raise InvalidArgumentError(f"metrics_port must be in [0, 65535], got {metrics_port!r}")
+        if metrics is None and metrics_port is not None:
+            from alkstore.metrics import Metrics
+
+            metrics = Metrics()
+        self.metrics = metrics
+        self.metrics_port = metrics_port
+        self.metrics_host = metrics_host
+        self.metrics_server: Any = None  # the /metrics HTTP server while running
+        self._presence: Presence | None = None
         self.counts: Counter[str] = Counter()
         self._runs: set[_Run] = set()  # every claim held: buffered, running, being recorded
         self._ready: deque[_Run] = deque()  # claimed ahead, not started
@@ -308,6 +335,23 @@ class Worker:
         store = await self.app.connect()
         self._store = store
         queues = [store.queue(name, self.queue_opts) for name in self.queues]
+        presence = self._presence = Presence(
+            store,
+            self.worker_id,
+            self.queues,
+            self.concurrency,
+            running=lambda: self._active,
+            interval_s=self.presence_interval_s,
+            metrics=self.metrics,
+        )
+        if self.metrics is not None and self.metrics_port is not None:
+            self.metrics_server = self.metrics.serve(self.metrics_port, self.metrics_host)
+            log.info(
+                "worker %s: metrics on http://%s:%d/metrics",
+                self.worker_id,
+                self.metrics_host,
+                self.metrics_server.server_port,
+            )
         signals = self._install_signals(loop)
         log.info(
             "worker %s: queues %s, concurrency %d, on %s",
@@ -324,6 +368,7 @@ class Worker:
                 helpers = [
                     loop.create_task(self._heartbeat_loop()),
                     loop.create_task(self._sweep_loop(queues)),
+                    loop.create_task(presence.run()),
                 ]
                 if self.schedule and self.app.schedules:
                     helpers.append(loop.create_task(self._schedule_loop(store)))
@@ -335,8 +380,13 @@ class Worker:
                     for helper in helpers:
                         helper.cancel()
                     await asyncio.gather(*helpers, return_exceptions=True)
+                    await presence.leave()
         finally:
             self._sub = None
+            if self.metrics_server is not None:
+                self.metrics_server.shutdown()
+                self.metrics_server.server_close()
+                self.metrics_server = None
             for signum in signals:
                 loop.remove_signal_handler(signum)
             if self._pool is not None:
@@ -393,7 +443,10 @@ class Worker:
     async def _claim_round(self, queues: list[Queue], turn: int, want: int) -> int:
         """Claim from each queue in turn until ``want`` jobs are held; how many are missing."""
         for i in range(len(queues)):
-            handles = await queues[(turn + i) % len(queues)].claim_batch(self.worker_id, want)
+            queue = queues[(turn + i) % len(queues)]
+            handles = await queue.claim_batch(self.worker_id, want)
+            if handles and self.metrics is not None:
+                self._observe_claim(queue.name, handles)
             self._take(handles)
             want -= len(handles)
             if want == 0:
@@ -475,8 +528,9 @@ class Worker:
         handle = run.handle
         job = handle.job
         name = "?"
+        trace = None
         try:
-            name, arguments = decode_call(job.payload)
+            name, arguments, trace = decode_envelope(job.payload)
             task = self.app.tasks.get(name)
             if task is None:
                 known = ", ".join(sorted(self.app.tasks)) or "none"
@@ -489,11 +543,12 @@ class Worker:
         timeout: asyncio.Timeout | None = None
         value: Any = None
         try:
-            if task.timeout_s is None:
-                value = await self._call(task, args, kwargs)
-            else:
-                async with asyncio.timeout(task.timeout_s) as timeout:
+            with process_span(job.queue, job.id, job.attempts, name, trace):
+                if task.timeout_s is None:
                     value = await self._call(task, args, kwargs)
+                else:
+                    async with asyncio.timeout(task.timeout_s) as timeout:
+                        value = await self._call(task, args, kwargs)
         except Fail as e:
             run.done = True
             error = str(e) or "Fail"
@@ -608,9 +663,25 @@ class Worker:
         """Count and log one outcome (``lost``: the claim lapsed, or the job was
         cancelled, so it is not ours any more)."""
         self.counts[outcome] += 1
+        self._observe(run, name, outcome)
         level = logging.INFO if outcome == "success" else logging.WARNING
         if log.isEnabledFor(level):
             self._log(level, run, name, outcome, error)
+
+    def _observe(self, run: _Run, name: str, outcome: str) -> None:
+        """Count one finished run in the outcome history and the metrics."""
+        queue = run.handle.job.queue
+        if self._presence is not None:
+            self._presence.count(queue, outcome)
+        if self.metrics is not None:
+            task = name if name in self.app.tasks else "unknown"  # bounded label values
+            duration = (run.finished or time.monotonic()) - run.started
+            self.metrics.finished(queue, task, outcome, duration)
+
+    def _observe_claim(self, queue: str, handles: list[JobHandle]) -> None:
+        assert self.metrics is not None
+        now = time.time()
+        self.metrics.claimed(queue, len(handles), (now - h.job.run_at.timestamp() for h in handles))
 
     def _log(self, level: int, run: _Run, name: str, outcome: str, error: str | None) -> None:
         job = run.handle.job
@@ -754,7 +825,9 @@ class Worker:
                         result,
                     )
             self.counts[outcome] += 1
-            self._log(logging.WARNING, run, self._task_name(run), outcome, INTERRUPTED)
+            name = self._task_name(run)
+            self._observe(run, name, outcome)
+            self._log(logging.WARNING, run, name, outcome, INTERRUPTED)
 
     async def _release_buffered(self) -> None:
         """Jobs claimed ahead and never started go back unrun (their attempt uncounted)."""

@@ -550,6 +550,54 @@ class PostgresEngine:
             for q, p, d, r, x, age in rows
         ]
 
+    # -- live workers and outcome history -----------------------------------------------
+    async def upsert_worker(
+        self,
+        worker_id: str,
+        host: str,
+        pid: int,
+        queues: Sequence[str],
+        concurrency: int,
+        running: int,
+    ) -> None:
+        params = {
+            "id": worker_id,
+            "host": host,
+            "pid": pid,
+            "queues": list(queues),
+            "concurrency": concurrency,
+            "running": running,
+        }
+        await self._rowcount("worker_upsert", params)
+
+    async def delete_worker(self, worker_id: str) -> bool:
+        return bool(await self._rowcount("worker_delete", {"id": worker_id}))
+
+    async def purge_workers(self, older_than_s: float) -> int:
+        return await self._rowcount("worker_purge", {"older_than": older_than_s})
+
+    async def list_workers(self) -> list[Row]:
+        rows = await self._fetchall("worker_list", {})
+        return [(*row[:8], max(float(row[8]), 0.0)) for row in rows]
+
+    async def add_outcomes(self, counts: Sequence[tuple[str, str, int]], keep_s: float) -> None:
+        pool = self._check()
+        params = {
+            "queues": [q for q, _, _ in counts],
+            "outcomes": [o for _, o, _ in counts],
+            "counts": [n for _, _, n in counts],
+        }
+        try:
+            async with pool.connection() as conn, conn.transaction():
+                await conn.execute(self.q["outcome_add"], self._timed(params))
+                await conn.execute(self.q["outcome_purge"], self._timed({"older_than": keep_s}))
+        except psycopg.Error as e:
+            raise self._failure(e, "add_outcomes") from e
+
+    async def outcome_history(self, seconds: float) -> list[tuple[str, float, str, int]]:
+        rows = await self._fetchall("outcome_history", {"seconds": seconds})
+        return [(q, float(m), o, int(n)) for q, m, o, n in rows]
+
     # -- transactions -------------------------------------------------------------------
     async def begin(self) -> PostgresTransaction:
         pool = self._check()

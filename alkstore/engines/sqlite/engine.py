@@ -579,6 +579,58 @@ class SqliteEngine:
 
         return await self._call(self._read, read)
 
+    # -- live workers and outcome history -------------------------------------------
+    async def upsert_worker(
+        self,
+        worker_id: str,
+        host: str,
+        pid: int,
+        queues: Sequence[str],
+        concurrency: int,
+        running: int,
+    ) -> None:
+        params = {
+            "id": worker_id,
+            "host": host,
+            "pid": pid,
+            "queues": json.dumps(list(queues)),
+            "concurrency": concurrency,
+            "running": running,
+            "now": self._clock(),
+        }
+        await self._call(self._write, self._exec_count, "worker_upsert", params)
+
+    async def delete_worker(self, worker_id: str) -> bool:
+        params = {"id": worker_id}
+        return bool(await self._call(self._write, self._exec_count, "worker_delete", params))
+
+    async def purge_workers(self, older_than_s: float) -> int:
+        params = {"cutoff": self._clock() - older_than_s}
+        return await self._call(self._write, self._exec_count, "worker_purge", params)
+
+    async def list_workers(self) -> list[Row]:
+        rows = await self._call(self._read, self._fetch_all, "worker_list", {"now": self._clock()})
+        return [(*row[:3], json.loads(row[3]), *row[4:8], max(row[8], 0.0)) for row in rows]
+
+    def _outcomes_unit(
+        self, conn: sqlite3.Connection, counts: Sequence[tuple[str, str, int]], keep_s: float
+    ) -> None:
+        now = self._clock()
+        minute = int(now // 60 * 60)
+        conn.executemany(
+            Q["outcome_add"],
+            [{"queue": q, "minute": minute, "outcome": o, "count": n} for q, o, n in counts],
+        )
+        conn.execute(Q["outcome_purge"], {"cutoff": now - keep_s})
+
+    async def add_outcomes(self, counts: Sequence[tuple[str, str, int]], keep_s: float) -> None:
+        await self._call(self._write, self._outcomes_unit, counts, keep_s)
+
+    async def outcome_history(self, seconds: float) -> list[tuple[str, float, str, int]]:
+        since = int((self._clock() - seconds) // 60 * 60)
+        rows = await self._call(self._read, self._fetch_all, "outcome_history", {"since": since})
+        return [(q, float(m), o, int(n)) for q, m, o, n in rows]
+
     # -- transactions -------------------------------------------------------------
     async def begin(self) -> SqliteTransaction:
         if self._closed:

@@ -446,3 +446,48 @@ FROM (
     SELECT queue, 0, 0, 0, count(*), NULL FROM {schema}.alk_dead GROUP BY queue
 ) AS counts
 GROUP BY queue ORDER BY queue;
+
+-- Live workers and outcome history (migration 0002).
+
+-- name: worker_upsert
+-- Register or refresh one worker (its heartbeat); started_at is kept on refresh.
+INSERT INTO {schema}.alk_workers (id, host, pid, queues, concurrency, running,
+                                  started_at, last_seen)
+VALUES (%(id)s, %(host)s, %(pid)s, %(queues)s::text[], %(concurrency)s, %(running)s,
+        {now}, {now})
+ON CONFLICT (id) DO UPDATE SET
+    host = excluded.host, pid = excluded.pid, queues = excluded.queues,
+    concurrency = excluded.concurrency, running = excluded.running,
+    last_seen = excluded.last_seen;
+
+-- name: worker_delete
+DELETE FROM {schema}.alk_workers WHERE id = %(id)s;
+
+-- name: worker_purge
+-- Workers not seen for :older_than seconds are gone for good.
+DELETE FROM {schema}.alk_workers
+WHERE last_seen < {now} - make_interval(secs => %(older_than)s);
+
+-- name: worker_list
+SELECT id, host, pid, queues, concurrency, running, started_at, last_seen,
+       EXTRACT(EPOCH FROM ({now} - last_seen))::float8
+FROM {schema}.alk_workers ORDER BY started_at, id;
+
+-- name: outcome_add
+-- Add each (queue, outcome, count) to the current minute's bucket.
+INSERT INTO {schema}.alk_outcomes (queue, minute, outcome, count)
+SELECT q, date_trunc('minute', {now}), o, c
+FROM unnest(%(queues)s::text[], %(outcomes)s::text[], %(counts)s::bigint[]) AS t (q, o, c)
+ON CONFLICT (queue, minute, outcome) DO UPDATE
+SET count = {schema}.alk_outcomes.count + excluded.count;
+
+-- name: outcome_purge
+DELETE FROM {schema}.alk_outcomes
+WHERE minute < {now} - make_interval(secs => %(older_than)s);
+
+-- name: outcome_history
+-- Counts per queue, minute (POSIX seconds) and outcome of the last :seconds.
+SELECT queue, EXTRACT(EPOCH FROM minute)::float8, outcome, count
+FROM {schema}.alk_outcomes
+WHERE minute >= date_trunc('minute', {now} - make_interval(secs => %(seconds)s))
+ORDER BY minute, queue, outcome;

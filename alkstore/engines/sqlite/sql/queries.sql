@@ -306,3 +306,39 @@ FROM (
     SELECT queue, 0, 0, 0, count(*), NULL FROM alk_dead GROUP BY queue
 )
 GROUP BY queue ORDER BY queue;
+
+-- Live workers and outcome history (migration 0002).
+
+-- name: worker_upsert
+-- Register or refresh one worker (its heartbeat); started_at is kept on refresh.
+INSERT INTO alk_workers (id, host, pid, queues, concurrency, running, started_at, last_seen)
+VALUES (:id, :host, :pid, :queues, :concurrency, :running, :now, :now)
+ON CONFLICT (id) DO UPDATE SET
+    host = excluded.host, pid = excluded.pid, queues = excluded.queues,
+    concurrency = excluded.concurrency, running = excluded.running,
+    last_seen = excluded.last_seen;
+
+-- name: worker_delete
+DELETE FROM alk_workers WHERE id = :id;
+
+-- name: worker_purge
+-- Workers not seen since :cutoff are gone for good.
+DELETE FROM alk_workers WHERE last_seen < :cutoff;
+
+-- name: worker_list
+SELECT id, host, pid, queues, concurrency, running, started_at, last_seen,
+       :now - last_seen
+FROM alk_workers ORDER BY started_at, id;
+
+-- name: outcome_add
+INSERT INTO alk_outcomes (queue, minute, outcome, count)
+VALUES (:queue, :minute, :outcome, :count)
+ON CONFLICT (queue, minute, outcome) DO UPDATE SET count = count + excluded.count;
+
+-- name: outcome_purge
+DELETE FROM alk_outcomes WHERE minute < :cutoff;
+
+-- name: outcome_history
+-- Counts per queue, minute and outcome since :since (POSIX seconds), by minute.
+SELECT queue, minute, outcome, count FROM alk_outcomes
+WHERE minute >= :since ORDER BY minute, queue, outcome;

@@ -1,0 +1,9 @@
+"""The web dashboard: queues, jobs, dead letters, live workers and ``/metrics``.
+
+>>> app = create_app("sqlite:///jobs.db", token="s3cret-token")   # an ASGI app
+>>> uvicorn.run(app, host="127.0.0.1", port=8765)
+"""
+
+from alkstore.dashboard.app import AuthHook, create_app
+
+__all__ = ["AuthHook", "create_app"]

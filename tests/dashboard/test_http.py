@@ -1,0 +1,169 @@
+"""The dashboard over plain HTTP: mounting with an auth hook, bearer tokens, CSRF and
+origin checks, /metrics, and the ``alkstore dashboard`` command."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+import pytest
+from starlette.requests import Request
+
+import alkstore
+from tests.dashboard.conftest import ROOT, TOKEN, Serve, free_port
+
+
+def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str, Any]:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as r:
+            return r.status, r.read().decode(), r.headers
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(), e.headers
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _post(
+    url: str, fields: dict[str, str], headers: dict[str, str] | None = None
+) -> tuple[int, str]:
+    data = urllib.parse.urlencode(fields).encode()
+    request = urllib.request.Request(url, data=data, headers=headers or {}, method="POST")
+    opener = urllib.request.build_opener(_NoRedirect)
+    try:
+        with opener.open(request, timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+async def _dead(store: alkstore.Store, queue: str = "q") -> int:
+    q = store.queue(queue)
+    job_id = await q.enqueue(b"x")
+    handle = await q.claim_one("w")
+    assert handle is not None and await handle.fail("boom")
+    return job_id
+
+
+async def test_mounted_under_a_prefix_the_auth_hook_decides(
+    store: alkstore.Store, serve: Serve
+) -> None:
+    job_id = await _dead(store)
+
+    def staff_only(request: Request) -> bool:
+        return request.headers.get("x-staff") == "yes"
+
+    served = serve(auth=staff_only, mount="/ops/queues")
+    status, body, headers = _get(served.url + "/ops/queues/")
+    assert status == 200 and 'href="/ops/queues/dead"' in body
+    csrf = headers["set-cookie"].split("alkstore_csrf=")[1].split(";")[0]
+    assert "Path=/ops/queues" in headers["set-cookie"]
+    cookie = {"Cookie": f"alkstore_csrf={csrf}"}
+    form = {"csrf": csrf, "next": "/ops/queues/dead"}
+    url = f"{served.url}/ops/queues/jobs/{job_id}/requeue"
+    status, body = _post(url, form, cookie)
+    assert status == 403 and "read-only" in body
+    assert (await store.admin().find_job(job_id)).state == "dead"  # type: ignore[union-attr]
+    status, _ = _post(url, form, {**cookie, "X-Staff": "yes"})
+    assert status == 303
+    assert (await store.admin().find_job(job_id)).state == "pending"  # type: ignore[union-attr]
+
+
+async def test_bearer_token_acts_and_a_wrong_one_or_a_foreign_origin_is_refused(
+    store: alkstore.Store, serve: Serve
+) -> None:
+    job_id = await _dead(store)
+    served = serve(token=TOKEN)
+    url = f"{served.url}/jobs/{job_id}/requeue"
+    assert _post(url, {}, {"Authorization": "Bearer wrong-token-xxxxxxxx"})[0] == 403
+    for origin in ("http://evil.example", "null"):
+        foreign = {"Authorization": f"Bearer {TOKEN}", "Origin": origin}
+        status, body = _post(url, {}, foreign)
+        assert status == 403 and "cross-origin" in body
+    assert (await store.admin().find_job(job_id)).state == "dead"  # type: ignore[union-attr]
+    status, _ = _post(url, {"next": "https://evil.example/"}, {"Authorization": f"Bearer {TOKEN}"})
+    assert status == 303  # done, and redirected home rather than off-site
+    assert (await store.admin().find_job(job_id)).state == "pending"  # type: ignore[union-attr]
+
+
+async def test_without_a_token_or_hook_every_action_is_refused(
+    store: alkstore.Store, serve: Serve
+) -> None:
+    job_id = await _dead(store)
+    served = serve()
+    status, body, headers = _get(served.url + f"/jobs/{job_id}")
+    assert status == 200 and "disabled" in body
+    assert "script-src 'self'" in headers["content-security-policy"]
+    csrf = headers["set-cookie"].split("alkstore_csrf=")[1].split(";")[0]
+    cookie = {"Cookie": f"alkstore_csrf={csrf}"}
+    for path in (f"/jobs/{job_id}/requeue", f"/jobs/{job_id}/cancel", "/requeue"):
+        status, _ = _post(served.url + path, {"csrf": csrf, "id": str(job_id)}, cookie)
+        assert status == 403, path
+    assert _get(served.url + f"/jobs/{job_id}/requeue")[0] == 405  # never a GET
+    assert (await store.admin().find_job(job_id)).state == "dead"  # type: ignore[union-attr]
+
+
+async def test_dashboard_metrics_and_json_show_the_queues(
+    store: alkstore.Store, serve: Serve
+) -> None:
+    await store.queue("m").enqueue_many([b"a", b"b"])
+    await _dead(store, "m")
+    await store.admin().report_worker("w-1", "h", 1, ["m"], 2, 0)
+    served = serve()
+    status, text, headers = _get(served.url + "/metrics")
+    assert status == 200 and headers["content-type"].startswith("text/plain")
+    assert 'alkstore_queue_jobs{queue="m",state="pending"} 2.0' in text
+    assert 'alkstore_queue_jobs{queue="m",state="dead"} 1.0' in text
+    assert 'alkstore_workers{state="alive"} 1.0' in text
+    assert "alkstore_queue_oldest_pending_age_seconds{queue=" in text
+    status, body, _ = _get(served.url + "/api/overview")
+    assert status == 200 and '"queue": "m"' in body.replace('":"', '": "')
+
+
+async def test_bad_lookups_get_clear_pages(store: alkstore.Store, serve: Serve) -> None:
+    served = serve()
+    assert _get(served.url + "/jobs?id=abc")[0] == 400
+    assert _get(served.url + "/jobs/99999")[0] == 404
+    status, body, _ = _get(served.url + "/queues/bad%20name")
+    assert status == 400 and "bad name" in body
+    assert _get(served.url + "/queues/q?state=weird")[0] == 400
+
+
+def test_dashboard_command_serves_on_loopback(target: Any, tmp_path: Any) -> None:
+    port = free_port()
+    args = [sys.executable, "-m", "alkstore", "--url", target.url, "--schema", target.schema]
+    short = subprocess.run(
+        [*args, "dashboard", "--token", "short"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert short.returncode == 2 and "at least 8" in short.stderr
+    proc = subprocess.Popen(
+        [*args, "dashboard", "--port", str(port)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                status, body, _ = _get(f"http://127.0.0.1:{port}/")
+                break
+            except urllib.error.URLError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    pytest.fail(f"dashboard did not start: {proc.stderr.read()!r}")  # type: ignore[union-attr]
+                time.sleep(0.1)
+        assert status == 200 and "read-only" in body
+        rebound = _get(f"http://127.0.0.1:{port}/", {"Host": f"evil.example:{port}"})
+        assert rebound[0] == 400  # another Host name: refused (DNS rebinding)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert b"read-only (no --token)" in proc.stderr.read()  # type: ignore[union-attr]
