@@ -471,3 +471,45 @@ class Admin:
     def mark_schedule(self, name: str, tick: float, job_id: int | None) -> None:
         """Move a schedule's mark forward to ``tick`` (never back)."""
         self._runner.run(self._async.mark_schedule(name, tick, job_id))
+
+    def cancel(self, job_id: int) -> bool:
+        """Delete the live job with this id in any queue; ``False`` if none is live."""
+        return self._runner.run(self._async.cancel(job_id))
+
+    def requeue_many(self, job_ids: Iterable[int]) -> int:
+        """Requeue each dead job listed; count those requeued."""
+        return self._runner.run(self._async.requeue_many(job_ids))
+
+    def workers(self, gone_after_s: float = _admin.GONE_AFTER_S) -> list[_admin.WorkerInfo]:
+        """Registered workers by start time; ``alive`` unless unseen for ``gone_after_s``."""
+        return self._runner.run(self._async.workers(gone_after_s))
+
+    def report_worker(
+        self,
+        worker_id: str,
+        host: str,
+        pid: int,
+        queues: Sequence[str],
+        concurrency: int,
+        running: int,
+    ) -> None:
+        """Register a worker or refresh its row."""
+        self._runner.run(
+            self._async.report_worker(worker_id, host, pid, queues, concurrency, running)
+        )
+
+    def remove_worker(self, worker_id: str) -> bool:
+        """Delete a worker's row."""
+        return self._runner.run(self._async.remove_worker(worker_id))
+
+    def purge_workers(self, older_than_s: float) -> int:
+        """Delete workers not seen for ``older_than_s``; count them."""
+        return self._runner.run(self._async.purge_workers(older_than_s))
+
+    def record_outcomes(self, counts: Iterable[tuple[str, str, int]]) -> None:
+        """Add ``(queue, outcome, n)`` counts to the current minute of the outcome history."""
+        self._runner.run(self._async.record_outcomes(list(counts)))
+
+    def outcome_history(self, minutes: int = 60) -> list[_admin.OutcomeCount]:
+        """Finished-job counts per queue, minute and outcome over the last ``minutes``."""
+        return self._runner.run(self._async.outcome_history(minutes))

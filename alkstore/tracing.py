@@ -20,18 +20,24 @@ from typing import Any
 
 __all__ = ["create_span", "process_span", "use_tracer_provider"]
 
-try:
-    from opentelemetry import propagate, trace
-    from opentelemetry.trace import (
-        Link,
-        NoOpTracerProvider,
-        ProxyTracerProvider,
-        SpanKind,
-        Status,
-        StatusCode,
-    )
-except ImportError:  # pragma: no cover - the extra is not installed
-    trace = None  # type: ignore[assignment]
+trace: Any = None  # the opentelemetry modules, imported on first use (startup stays fast)
+propagate: Any = None
+_loaded = False
+
+
+def _load() -> bool:
+    """Import the OpenTelemetry API once; ``False`` without the extra."""
+    global trace, propagate, _loaded
+    if not _loaded:
+        _loaded = True
+        try:
+            from opentelemetry import propagate as _propagate
+            from opentelemetry import trace as _trace
+        except ImportError:  # the extra is not installed
+            return False
+        trace, propagate = _trace, _propagate
+    return trace is not None
+
 
 SYSTEM = "alkstore"
 _SCOPE = "alkstore"
@@ -46,17 +52,19 @@ def use_tracer_provider(provider: Any) -> None:
 
 
 def _tracer() -> Any:
+    _load()
     return trace.get_tracer(_SCOPE, tracer_provider=_provider)
 
 
 def _off() -> bool:
     """No extra, or no tracer provider configured: spans would not record, skip them
     (a non-recording span still costs ~10 µs per job)."""
-    if trace is None:
+    if not _load():
         return True
     if _provider is not None:
         return False
-    return isinstance(trace.get_tracer_provider(), ProxyTracerProvider | NoOpTracerProvider)
+    provider = trace.get_tracer_provider()
+    return isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
 
 @contextlib.contextmanager
@@ -75,7 +83,7 @@ def create_span(queue: str, count: int = 1) -> Iterator[dict[str, str] | None]:
     if count != 1:
         attributes["messaging.batch.message_count"] = count
     with _tracer().start_as_current_span(
-        f"create {queue}", kind=SpanKind.PRODUCER, attributes=attributes
+        f"create {queue}", kind=trace.SpanKind.PRODUCER, attributes=attributes
     ) as span:
         if not span.get_span_context().is_valid:
             yield None
@@ -99,7 +107,7 @@ def process_span(
         parent = propagate.extract(dict(headers))
         producer = trace.get_current_span(parent).get_span_context()
         if producer.is_valid:
-            links.append(Link(producer))
+            links.append(trace.Link(producer))
     attributes: dict[str, Any] = {
         "messaging.system": SYSTEM,
         "messaging.destination.name": queue,
@@ -112,7 +120,7 @@ def process_span(
     with _tracer().start_as_current_span(
         f"process {queue}",
         context=parent,
-        kind=SpanKind.CONSUMER,
+        kind=trace.SpanKind.CONSUMER,
         attributes=attributes,
         links=links,
         record_exception=True,
@@ -122,7 +130,7 @@ def process_span(
             yield
         except BaseException as e:
             if not isinstance(e, Exception):  # cancellation is not recorded by the SDK
-                span.set_status(Status(StatusCode.ERROR, type(e).__name__))
+                span.set_status(trace.Status(trace.StatusCode.ERROR, type(e).__name__))
             raise
 
 
