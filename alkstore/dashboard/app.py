@@ -334,8 +334,13 @@ def create_app(
     async def job_page(request: Request) -> Response:
         page = await dash.page(request, request.query_params.get("msg"))
         job_id = _int(request.path_params["job_id"])
-        job = None if job_id is None else await (await dash.store()).admin().find_job(job_id)
+        admin = (await dash.store()).admin()
+        job = None if job_id is None else await admin.find_job(job_id)
         if job is None:
+            outcome = None if job_id is None else await admin.outcome(job_id)
+            if outcome is not None and outcome.outcome == "success":  # only a kept result left
+                body = page.outcome_page(outcome, now_utc())
+                return dash.html(page, f"Job {outcome.id}", body, "")
             body = page.refused(f"no job {request.path_params['job_id']}")
             return dash.html(page, "No such job", body, "", status=404)
         body = page.job_page(job, now_utc(), page.url(f"/jobs/{job.id}"))

@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 from alkstore.admin import JOB_STATES, OutcomeCount, QueueStats, WorkerInfo
 from alkstore.cli.render import age, describe_payload
 from alkstore.core.job import Job
+from alkstore.core.results import JobOutcome
 
 __all__ = ["Page", "esc"]
 
@@ -310,6 +311,7 @@ class Page:
             ("call", f"<code>{esc(describe_payload(job, 200))}</code>"),
             ("attempts", f"{job.attempts} of {job.max_attempts}"),
             ("priority", str(job.priority)),
+            ("dedupe key", f"<code>{esc(job.dedupe_key)}</code>" if job.dedupe_key else "-"),
             ("created", _when(job.created_at, now)),
             ("run at", _when(job.run_at, now)),
             ("expires", _when(job.expires_at, now)),
@@ -347,6 +349,28 @@ class Page:
             f'<section id="job-live" data-live><dl>{dl}</dl></section>'
             f'<h2>Payload</h2><pre class="payload" id="payload">{esc(payload)}</pre>{error}'
         )
+
+    def outcome_page(self, outcome: JobOutcome, now: datetime) -> str:
+        """A finished job whose row is gone: only its kept result is left."""
+        fields = [
+            (
+                "queue",
+                f'<a href="{esc(self.url("/queues/" + outcome.queue))}">{esc(outcome.queue)}</a>',
+            ),
+            (
+                "outcome",
+                f'<span class="state {esc(outcome.outcome)}" id="job-state">'
+                f"{esc(outcome.outcome)}</span>",
+            ),
+            ("attempts", str(outcome.attempts)),
+            ("finished", _when(outcome.finished_at, now)),
+        ]
+        dl = "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in fields)
+        result = ""
+        if outcome.value_json is not None:
+            shown = json.dumps(outcome.value, indent=2, ensure_ascii=False)
+            result = f'<h2>Result</h2><pre class="payload" id="result">{esc(shown)}</pre>'
+        return f"<dl>{dl}</dl>{result}"
 
     # -- workers ------------------------------------------------------------------------
     def workers_page(self, workers: Sequence[WorkerInfo], now: datetime) -> str:

@@ -128,6 +128,21 @@ async def test_dashboard_metrics_and_json_show_the_queues(
     assert status == 200 and '"queue": "m"' in body.replace('":"', '": "')
 
 
+async def test_a_job_page_shows_its_dedupe_key_and_once_finished_its_kept_result(
+    store: alkstore.Store, serve: Serve
+) -> None:
+    q = store.queue("r")
+    job_id = await q.enqueue(b"x", alkstore.EnqueueOpts(dedupe_key="order-<42>"))
+    served = serve()
+    status, body, _ = _get(served.url + f"/jobs/{job_id}")
+    assert status == 200 and "order-&lt;42&gt;" in body  # shown, escaped
+    handle = await q.claim_one("w")
+    assert handle is not None and await handle.ack_result({"total": "<b>7</b>"}, 3600)
+    status, body, _ = _get(served.url + f"/jobs/{job_id}")
+    assert status == 200 and 'id="result"' in body and "success" in body
+    assert "&lt;b&gt;7&lt;/b&gt;" in body and "<b>7</b>" not in body
+
+
 async def test_bad_lookups_get_clear_pages(store: alkstore.Store, serve: Serve) -> None:
     served = serve()
     assert _get(served.url + "/jobs?id=abc")[0] == 400
