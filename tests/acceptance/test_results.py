@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import alkstore
@@ -21,6 +23,11 @@ async def test_await_a_deferred_call_for_its_result_and_see_it_in_the_cli(
     assert "success" in shown.stdout and '"sum": 42' in shown.stdout
     listed = run_cli(target, "jobs", "outcomes", "work")
     assert listed.returncode == 0 and str(call.id) in listed.stdout
+    as_json = json.loads(run_cli(target, "jobs", "show", str(call), "--json").stdout)
+    assert as_json["outcome"] == "success" and as_json["result"] == {"sum": 42}
+    assert as_json["finished_at"].endswith("Z")
+    listed_json = json.loads(run_cli(target, "jobs", "outcomes", "work", "--json").stdout)
+    assert {"id": call.id, "result": {"sum": 42}}.items() <= listed_json[0].items()
 
 
 async def test_a_return_value_that_is_not_json_fails_the_attempt_with_a_clear_error(
