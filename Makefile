@@ -41,6 +41,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/features.py
 	$(BIN)/python bench/worker_throughput.py --pg $${ALKSTORE_BENCH_PG_URL:-postgresql://root@127.0.0.1:5432/test}
+	$(BIN)/python bench/cancel_latency.py --pg $${ALKSTORE_BENCH_PG_URL:-postgresql://root@127.0.0.1:5432/test}
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -8,6 +8,7 @@
 from alkstore.app import App
 from alkstore.connect import connect
 from alkstore.core.dedupe import Enqueued
+from alkstore.core.flow import Rate
 from alkstore.core.job import Job, JobState, Notification, SweepResult
 from alkstore.core.options import EnqueueOpts, QueueOpts
 from alkstore.core.results import JobOutcome
@@ -25,7 +26,8 @@ from alkstore.errors import (
 )
 from alkstore.store import JobHandle, Queue, Store, Transaction, TxQueue
 from alkstore.subscription import Subscription
-from alkstore.tasks import Deferred, Fail, Task, TaskCall
+from alkstore.tasks import Deferred, Fail, Snooze, Task, TaskCall
+from alkstore.worker.context import current_job
 
 __all__ = [
     # opening a store
@@ -50,6 +52,10 @@ __all__ = [
     "TaskCall",
     "Deferred",
     "Fail",
+    "Snooze",
+    "current_job",
+    # flow control
+    "Rate",
     # transactions
     "Transaction",
     "TxQueue",

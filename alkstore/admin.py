@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
+from alkstore.core.flow import QueueSettings, Rate
 from alkstore.core.job import Job, _utc
 from alkstore.core.names import check_name, check_worker_id
 from alkstore.core.options import check_positive
@@ -23,11 +24,19 @@ from alkstore.errors import InvalidArgumentError
 if TYPE_CHECKING:
     from alkstore.store import Store
 
-__all__ = ["JOB_STATES", "OUTCOMES", "Admin", "OutcomeCount", "QueueStats", "WorkerInfo"]
+__all__ = [
+    "JOB_STATES",
+    "OUTCOMES",
+    "Admin",
+    "OutcomeCount",
+    "QueueInfo",
+    "QueueStats",
+    "WorkerInfo",
+]
 
 JOB_STATES = ("pending", "processing", "dead")
 # How a worker's run of a job ended (the worker's log and metrics use the same words).
-OUTCOMES = ("success", "retry", "dead", "lost", "interrupted")
+OUTCOMES = ("success", "retry", "dead", "lost", "interrupted", "snoozed", "cancelled")
 GONE_AFTER_S = 30.0  # a worker not seen for this long is shown as gone
 OUTCOMES_KEPT_S = 24 * 3600.0
 LIST_LIMIT_MAX = 10_000
@@ -68,6 +77,36 @@ class OutcomeCount(NamedTuple):
     minute: datetime
     outcome: str
     jobs: int
+class QueueInfo(NamedTuple):
+    """A queue's stored flow control (paused, limits) and its counts."""
+
+    queue: str
+    paused: bool
+    concurrency: int | None
+    partition_concurrency: int | None
+    rate: Rate | None
+    burst: int | None
+    pending: int
+    delayed: int
+    processing: int
+    dead: int
+
+
+def _info(settings: QueueSettings, stats: QueueStats | None) -> QueueInfo:
+    counts = (0, 0, 0, 0) if stats is None else stats[1:5]
+    return QueueInfo(
+        settings.queue,
+        settings.paused,
+        settings.concurrency,
+        settings.partition_concurrency,
+        settings.rate,
+        settings.burst if settings.rate is not None else None,
+        *counts,
+    )
+
+
+def _unset(queue: str) -> QueueSettings:
+    return QueueSettings(queue, False, None, None, None, None, None, None)
 
 
 def _check_id(job_id: object) -> int:
@@ -261,3 +300,21 @@ class Admin:
             assert at is not None
             found.append(OutcomeCount(queue, at, outcome, n))
         return found
+    async def queues(self) -> list[QueueInfo]:
+        """Every queue with jobs or stored settings, by name: paused, limits, counts."""
+        engine = self._store._check()
+        settings = {
+            row[0]: QueueSettings.from_row(row) for row in await engine.queue_settings(None)
+        }
+        stats = {s.queue: s for s in await self.stats()}
+        names = sorted(settings.keys() | stats.keys())
+        return [_info(settings.get(n) or _unset(n), stats.get(n)) for n in names]
+
+    async def queue_info(self, queue: str) -> QueueInfo:
+        """Paused, limits and counts of one queue."""
+        engine = self._store._check()
+        check_name(queue)
+        rows = await engine.queue_settings(queue)
+        settings = QueueSettings.from_row(rows[0]) if rows else _unset(queue)
+        stats = {s.queue: s for s in await self.stats()}
+        return _info(settings, stats.get(queue))

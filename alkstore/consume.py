@@ -2,7 +2,8 @@
 
 A consumer claims until a claim comes back short, then asks when the next
 delayed job of its queues becomes due (or a claim lapses) and waits for a
-wake, that moment or the re-poll, whichever is first. A failed claim (the
+wake, that moment, the next slot of a rate limit that held a claim back
+(:meth:`ClaimLoop.held`) or the re-poll, whichever is first. A failed claim (the
 database restarted, a connection was killed, the disk is full) never ends
 the loop: it backs off (0.2 s doubling to 5 s) and claims again; only a
 closed store ends it (:class:`StoreClosedError` reaches the caller).
@@ -56,6 +57,7 @@ class ClaimLoop:
         self.poll_interval_s = poll_interval_s
         self.failures = 0
         self.idle = asyncio.Event()
+        self._hold_s: float | None = None  # a rate limit's next slot, from the last claims
         self._pause = pause or self._pause_unless_closed
 
     async def attempt(self, op: Callable[..., Awaitable[T]], *args: Any) -> T | None:
@@ -76,6 +78,12 @@ class ClaimLoop:
         self.failures = 0
         return result
 
+    def held(self, hold_s: float | None) -> None:
+        """A claim was held back by a rate limit for ``hold_s`` seconds: the next wait
+        ends then (the claim returns with the moment; the loop sleeps exactly until it)."""
+        if hold_s is not None:
+            self._hold_s = hold_s if self._hold_s is None else min(self._hold_s, hold_s)
+
     async def wait_for_work(self) -> None:
         """Nothing more to claim now: wait for a wake, the next due time or the re-poll."""
         timeout = await self.attempt(self._timeout)
@@ -89,6 +97,9 @@ class ClaimLoop:
 
     async def _timeout(self) -> float:
         timeout = self.poll_interval_s
+        if self._hold_s is not None:
+            timeout = min(timeout, max(self._hold_s, _DUE_MIN_S))
+            self._hold_s = None
         for queue in self.queues:
             due = await queue._next_wake_in()
             if due is not None:

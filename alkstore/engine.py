@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from alkstore.core.dedupe import Enqueued
+from alkstore.core.flow import Claimed
 from alkstore.core.job import Row
 from alkstore.core.options import Stamps
 
@@ -126,9 +127,16 @@ class Engine(Protocol):
         """Deduplicated insert, one transaction (``core.dedupe.keyed_enqueue`` drives the
         steps); then wake the queue's channel."""
 
-    async def claim(self, queue: str, worker_id: str, n: int, exhausted_error: str) -> list[Row]:
+    async def claim(self, queue: str, worker_id: str, n: int, exhausted_error: str) -> Claimed:
         """Pre-claim exhausted sweep (dead rows get ``exhausted_error``) plus claim of up
-        to ``n`` rows, in one atomic unit; in any order (the store sorts them)."""
+        to ``n`` rows, in one atomic unit; in any order (the store sorts them).
+
+        The unit reads the queue's settings row: a paused queue claims nothing; a
+        limited one counts and spends its limits race-free, deciding through
+        ``core.flow`` (``admit``, ``pick_partitions``, ``charge``). While a queue's
+        claims come back limited, an outcome that frees one of its slots (ack,
+        retry, dead letter, release) also wakes its channel; a lapsed claim taken
+        over is announced on it (``core.flow.RECLAIMED_NOTE``)."""
 
     async def ack_many(self, items: Sequence[tuple[str, int, int]]) -> set[tuple[int, int]]:
         """Delete each fenced ``(queue, job_id, attempts)`` row in one transaction;
@@ -150,8 +158,9 @@ class Engine(Protocol):
     ) -> bool:
         """Fenced row back to pending at ``now + delay_s`` with ``last_error``."""
 
-    async def release(self, queue: str, job_id: int, attempts: int) -> bool:
-        """Fenced row back to pending with ``attempts - 1`` (a claim that never ran)."""
+    async def release(self, queue: str, job_id: int, attempts: int, delay_s: float | None) -> bool:
+        """Fenced row back to pending with ``attempts - 1``: at its place in line
+        (``delay_s`` None: a claim that never ran) or at ``now + delay_s`` (a snooze)."""
 
     async def dead_letter(self, queue: str, job_id: int, attempts: int, error: str) -> bool:
         """Move the fenced row to the dead table in one transaction."""
@@ -188,6 +197,27 @@ class Engine(Protocol):
 
     async def notify(self, channel: str, payload: str) -> None:
         """Send a notification (auto-commit)."""
+
+    async def wake(self, channel: str) -> None:
+        """Best-effort wake of ``channel`` (may coalesce; a failure is only logged)."""
+
+    async def queue_settings(self, queue: str | None) -> list[Row]:
+        """``alk_queues`` rows (layout of ``core.flow.QueueSettings``): one queue's, or all."""
+
+    async def set_paused(self, queue: str, paused: bool) -> None:
+        """Upsert the queue's ``paused``; on resume, wake its channel at commit. A pause
+        returns only when no claim that began before it is still running."""
+
+    async def set_limits(
+        self,
+        queue: str,
+        concurrency: int | None,
+        partition_concurrency: int | None,
+        rate: tuple[int, float] | None,
+        burst: int | None,
+    ) -> None:
+        """Upsert the queue's limits (replacing all of them, resetting the rate state);
+        wake its channel at commit."""
 
     async def subscribe(self, channels: Sequence[str], sink: NoteSink) -> None:
         """Start delivering notes of ``channels`` (store channels included) to ``sink``;

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from alkstore.consume import ClaimLoop
 from alkstore.core.backoff import backoff_delay_s
 from alkstore.core.dedupe import Enqueued, check_dedupe_key
+from alkstore.core.flow import CANCEL_NOTE, QueueSettings, Rate, check_limit, parse_rate
 from alkstore.core.job import (
     ERROR_EXPIRED,
     ERROR_FAILED,
@@ -34,6 +35,7 @@ from alkstore.core.payload import encode_notify_payload, encode_payload
 from alkstore.core.results import RESULTS_CHANNEL, JobOutcome, encode_result
 from alkstore.engine import Engine, EngineTransaction, SupportsOutbox
 from alkstore.errors import (
+    AlkstoreError,
     HandleConsumedError,
     InvalidArgumentError,
     StoreClosedError,
@@ -43,7 +45,7 @@ from alkstore.subscription import ListenerHub, Subscription
 from alkstore.waiters import ResultWaiters
 
 if TYPE_CHECKING:
-    from alkstore.admin import Admin
+    from alkstore.admin import Admin, QueueInfo
 
 __all__ = ["JobHandle", "Queue", "Store", "Transaction", "TxQueue"]
 
@@ -419,18 +421,94 @@ class Queue(_Enqueuing):
         return handles[0] if handles else None
 
     async def claim_batch(self, worker_id: str, n: int) -> list[JobHandle]:
-        """Claim up to ``n`` jobs in claim order (``priority DESC, run_at, id``)."""
+        """Claim up to ``n`` jobs in claim order (``priority DESC, run_at, id``).
+
+        A paused queue gives nothing; a limited one at most what its limits allow."""
+        return (await self.claim_held(worker_id, n))[0]
+
+    async def claim_held(self, worker_id: str, n: int) -> tuple[list[JobHandle], float | None]:
+        """:meth:`claim_batch`, plus the seconds until the queue's rate limit allows the
+        next claim when it held this one back (``None`` otherwise): the moment a
+        consumption loop sleeps until."""
         engine = self._store._check()
         check_worker_id(worker_id)
         if type(n) is not int:
             raise InvalidArgumentError(f"n must be an int, got {n!r}")
         if n <= 0:
-            return []
+            return [], None
         # a LIMIT is a signed 64-bit integer on every engine; more than that is "all"
-        rows = await engine.claim(self.name, worker_id, min(n, _JOB_ID_MAX), ERROR_MAX_ATTEMPTS)
+        claimed = await engine.claim(self.name, worker_id, min(n, _JOB_ID_MAX), ERROR_MAX_ATTEMPTS)
+        rows = claimed.rows
         if len(rows) > 1:
             rows.sort(key=claim_order)  # an engine may return them in any order
-        return [JobHandle(self, Job(row)) for row in rows]
+        return [JobHandle(self, Job(row)) for row in rows], claimed.hold_s
+
+    # -- flow control: pause and limits, stored in the database ---------------------
+    async def pause(self) -> None:
+        """Stop every worker everywhere from claiming from this queue (enqueues still land).
+
+        Once this returns, no claim that starts afterwards takes a job of this
+        queue, on any host, including workers started later."""
+        engine = self._store._check()
+        await engine.set_paused(self.name, True)
+
+    async def resume(self) -> None:
+        """Let claims through again and wake the queue's consumers at once."""
+        engine = self._store._check()
+        await engine.set_paused(self.name, False)
+
+    async def set_limits(
+        self,
+        *,
+        concurrency: int | None = None,
+        partition_concurrency: int | None = None,
+        rate: Rate | str | None = None,
+        burst: int | None = None,
+    ) -> None:
+        """Replace the queue's limits (``None``: no such limit), enforced in the claim.
+
+        ``concurrency``: at most this many jobs of the queue processing at once
+        across all workers; ``partition_concurrency``: at most this many per
+        ``EnqueueOpts.partition_key``; ``rate``: claims per period (``"100/s"``,
+        ``"10/m"`` or a :class:`Rate`), up to ``burst`` at once (default 1).
+
+        >>> await queue.set_limits(concurrency=5, rate="100/s")
+        """
+        engine = self._store._check()
+        if concurrency is not None:
+            check_limit("concurrency", concurrency)
+        if partition_concurrency is not None:
+            check_limit("partition_concurrency", partition_concurrency)
+        parsed = None
+        if rate is not None:
+            parsed = rate if isinstance(rate, Rate) else parse_rate(rate)
+            check_limit("rate", parsed.n)
+            check_positive("rate period", parsed.period_s)
+        if burst is not None:
+            check_limit("burst", burst)
+            if parsed is None:
+                raise InvalidArgumentError("burst needs a rate")
+        await engine.set_limits(
+            self.name,
+            concurrency,
+            partition_concurrency,
+            None if parsed is None else (parsed.n, parsed.period_s),
+            burst,
+        )
+
+    async def settings(self) -> QueueSettings:
+        """The stored pause flag and limits of this queue."""
+        engine = self._store._check()
+        rows = await engine.queue_settings(self.name)
+        if not rows:
+            return QueueSettings(self.name, False, None, None, None, None, None, None)
+        return QueueSettings.from_row(rows[0])
+
+    async def info(self) -> QueueInfo:
+        """Paused, limits and counts of this queue."""
+        from alkstore.admin import Admin
+
+        return await Admin(self._store).queue_info(self.name)
 
     async def ack_batch(self, ids: Iterable[int]) -> int:
         """Delete each listed job that is processing with an unexpired claim; count them."""
@@ -443,9 +521,20 @@ class Queue(_Enqueuing):
         return await engine.ack_batch(self.name, id_list)
 
     async def cancel(self, job_id: int) -> bool:
-        """Delete the live job (pending or processing); ``False`` if there is none."""
+        """Delete the live job (pending or processing); ``False`` if there is none.
+
+        The cancel is announced on the queue's channel: a worker running the job
+        stops its handler and writes no outcome."""
         engine = self._store._check()
-        return await engine.cancel(self.name, _check_job_id(job_id))
+        done = await engine.cancel(self.name, _check_job_id(job_id))
+        if done:
+            try:
+                await engine.notify(self.name, f"{CANCEL_NOTE}{job_id}")
+            except StoreClosedError:
+                raise
+            except AlkstoreError:  # the holder's refused heartbeat is the backstop
+                pass
+        return done
 
     async def get_job(self, job_id: int) -> Job | None:
         """Read a job of this queue, live or dead."""
@@ -503,9 +592,11 @@ class Queue(_Enqueuing):
             self._store._loops.add(loop)
             try:
                 while not sub.closed:
-                    handles = await loop.attempt(self.claim_batch, worker_id, batch)
-                    if handles is None:
+                    claimed = await loop.attempt(self.claim_held, worker_id, batch)
+                    if claimed is None:
                         continue  # failed and backed off: claim again
+                    handles, hold = claimed
+                    loop.held(hold)
                     for handle in handles:
                         yield handle
                     if len(handles) < batch:
@@ -537,7 +628,7 @@ class JobHandle:
         engine = self._queue._store._check()
         if self._consumed:
             raise HandleConsumedError(
-                f"job {self.job.id}'s handle was already acked, retried or failed"
+                f"job {self.job.id}'s handle was already acked, retried, failed or snoozed"
             )
         return engine
 
@@ -584,7 +675,7 @@ class JobHandle:
         not counted (for a job claimed ahead and never started)."""
         engine = self._start()
         job = self.job
-        done = await engine.release(self._queue.name, job.id, job.attempts)
+        done = await engine.release(self._queue.name, job.id, job.attempts, None)
         self._consumed = True
         return done
 
@@ -599,6 +690,16 @@ class JobHandle:
         self._consumed = True
         return done
 
+    async def snooze(self, delay_s: float) -> bool:
+        """Back to pending after ``delay_s`` without spending an attempt (``attempts``
+        goes back to what it was before this claim)."""
+        engine = self._start()
+        delay_s = check_non_negative("delay_s", delay_s)
+        job = self.job
+        done = await engine.release(self._queue.name, job.id, job.attempts, delay_s)
+        self._consumed = True
+        return done
+
     async def heartbeat(self, extend_s: float | None = None) -> bool:
         """Reset the claim deadline to now + ``extend_s`` (default: the visibility timeout)."""
         engine = self._queue._store._check()
@@ -609,7 +710,7 @@ class JobHandle:
 
     @property
     def consumed(self) -> bool:
-        """Whether ``ack``, ``retry`` or ``fail`` already ran."""
+        """Whether ``ack``, ``retry``, ``fail`` or ``snooze`` already ran."""
         return self._consumed
 
     def __repr__(self) -> str:

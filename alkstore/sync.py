@@ -22,8 +22,10 @@ from typing import Any, TypeVar
 from alkstore import admin as _admin
 from alkstore import store as _async
 from alkstore import subscription as _subscription
+from alkstore.admin import QueueInfo
 from alkstore.connect import connect as _aconnect
 from alkstore.core.dedupe import Enqueued
+from alkstore.core.flow import QueueSettings, Rate
 from alkstore.core.job import Job, Notification, Row, SweepResult
 from alkstore.core.options import EnqueueOpts, QueueOpts
 from alkstore.core.results import JobOutcome
@@ -291,6 +293,39 @@ class Queue(_Enqueuing):
         handles = self._runner.run(self._async.claim_batch(worker_id, n))
         return [JobHandle(h, self._runner) for h in handles]
 
+    def claim_held(self, worker_id: str, n: int) -> tuple[list[JobHandle], float | None]:
+        handles, hold = self._runner.run(self._async.claim_held(worker_id, n))
+        return [JobHandle(h, self._runner) for h in handles], hold
+
+    def pause(self) -> None:
+        self._runner.run(self._async.pause())
+
+    def resume(self) -> None:
+        self._runner.run(self._async.resume())
+
+    def set_limits(
+        self,
+        *,
+        concurrency: int | None = None,
+        partition_concurrency: int | None = None,
+        rate: Rate | str | None = None,
+        burst: int | None = None,
+    ) -> None:
+        self._runner.run(
+            self._async.set_limits(
+                concurrency=concurrency,
+                partition_concurrency=partition_concurrency,
+                rate=rate,
+                burst=burst,
+            )
+        )
+
+    def settings(self) -> QueueSettings:
+        return self._runner.run(self._async.settings())
+
+    def info(self) -> QueueInfo:
+        return self._runner.run(self._async.info())
+
     def ack_batch(self, ids: Iterable[int]) -> int:
         return self._runner.run(self._async.ack_batch(ids))
 
@@ -343,6 +378,9 @@ class JobHandle:
 
     def heartbeat(self, extend_s: float | None = None) -> bool:
         return self._runner.run(self._async.heartbeat(extend_s))
+
+    def snooze(self, delay_s: float) -> bool:
+        return self._runner.run(self._async.snooze(delay_s))
 
 
 class Transaction:
@@ -513,3 +551,10 @@ class Admin:
     def outcome_history(self, minutes: int = 60) -> list[_admin.OutcomeCount]:
         """Finished-job counts per queue, minute and outcome over the last ``minutes``."""
         return self._runner.run(self._async.outcome_history(minutes))
+    def queues(self) -> list[QueueInfo]:
+        """Every queue with jobs or stored settings: paused, limits, counts."""
+        return self._runner.run(self._async.queues())
+
+    def queue_info(self, queue: str) -> QueueInfo:
+        """Paused, limits and counts of one queue."""
+        return self._runner.run(self._async.queue_info(queue))

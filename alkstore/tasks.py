@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from alkstore.core.dedupe import Enqueued
-from alkstore.core.options import EnqueueOpts, QueueOpts
+from alkstore.core.options import EnqueueOpts, QueueOpts, check_non_negative
 from alkstore.core.payload import encode_payload
 from alkstore.errors import InvalidArgumentError, PayloadError
 from alkstore.store import Transaction
@@ -28,7 +28,16 @@ from alkstore.tracing import create_span, headers_of
 if TYPE_CHECKING:
     from alkstore.app import App
 
-__all__ = ["Deferred", "Fail", "Task", "TaskCall", "decode_call", "decode_envelope", "encode_call"]
+__all__ = [
+    "Deferred",
+    "Fail",
+    "Snooze",
+    "Task",
+    "TaskCall",
+    "decode_call",
+    "decode_envelope",
+    "encode_call",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -36,6 +45,21 @@ R = TypeVar("R")
 
 class Fail(Exception):
     """Raise in a task to dead-letter its job at once, with this message as ``last_error``."""
+
+
+class Snooze(Exception):
+    """Raise in a task to put its job back to pending for ``delay_s`` seconds without
+    spending an attempt.
+
+    >>> @app.task(queue="q")
+    ... async def poll_export(export_id: int) -> None:
+    ...     if not await ready(export_id):
+    ...         raise alkstore.Snooze(30)
+    """
+
+    def __init__(self, delay_s: float = 0.0) -> None:
+        super().__init__(f"snoozed for {delay_s}s")
+        self.delay_s = check_non_negative("delay_s", delay_s)
 
 
 class BadCall(Exception):

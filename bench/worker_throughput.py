@@ -10,7 +10,10 @@ handler ran and every outcome is written (``run()`` returned). Logging is at
 INFO, the CLI's default, into a discarded stream (``--log warning`` to compare),
 so the per-job outcome line is formatted and written as in production. Client
 CPU is the worker process's CPU time divided by the jobs (less sensitive to
-the load of a shared machine than jobs/s).
+the load of a shared machine than jobs/s). Each in-process row has a twin
+"+ limit": the same drain on a queue with a global concurrency limit equal to
+C (never binding), so the difference is the cost of a limited claim (settings
+row locked, running jobs counted) and of the wakes of freed slots.
 """
 
 from __future__ import annotations
@@ -60,15 +63,20 @@ def _app(url: str, schema: str, on_job: Any) -> tuple[alkstore.App, Any]:
     return app, noop
 
 
-async def _fill(url: str, schema: str, jobs: int) -> None:
+async def _fill(url: str, schema: str, jobs: int, limit: int | None = None) -> None:
     app, noop = _app(url, schema, lambda: None)
     async with app:
+        if limit is not None:
+            await app.store.queue("bench").set_limits(concurrency=limit)
         for start in range(0, jobs, 1000):
             await noop.defer_many([{"i": i} for i in range(start, min(start + 1000, jobs))])
 
 
-async def drain_here(url: str, schema: str, jobs: int, concurrency: int) -> tuple[float, float]:
-    """(jobs/s, client CPU µs/job) of one in-process worker."""
+async def drain_here(
+    url: str, schema: str, jobs: int, concurrency: int, limit: int | None = None
+) -> tuple[float, float]:
+    """(jobs/s, client CPU µs/job) of one in-process worker (on a queue limited to
+    ``limit`` running jobs, if given)."""
     done = 0
     worker: alkstore.worker.Worker | None = None
 
@@ -78,7 +86,7 @@ async def drain_here(url: str, schema: str, jobs: int, concurrency: int) -> tupl
         if done == jobs and worker is not None:
             worker.stop()
 
-    await _fill(url, schema, jobs)
+    await _fill(url, schema, jobs, limit)
     app, _ = _app(url, schema, on_job)
     worker = app.worker(concurrency=concurrency, handle_signals=False)
     cpu0, t0 = time.process_time(), time.perf_counter()
@@ -168,10 +176,17 @@ def main() -> None:
     levels = [int(c) for c in args.concurrency.split(",")]
     engines = [e for e in args.engines.split(",") if e and (e != "postgres" or args.pg)]
     print(f"worker drain, no-op tasks, {args.jobs} jobs, log {args.log}, median of {args.runs}")
-    rows: list[tuple[str, Any]] = [
-        (f"1 process, c={c}", lambda u, s, c=c: asyncio.run(drain_here(u, s, args.jobs, c)))
-        for c in levels
-    ]
+    rows: list[tuple[str, Any]] = []
+    for c in levels:
+        rows.append(
+            (f"1 process, c={c}", lambda u, s, c=c: asyncio.run(drain_here(u, s, args.jobs, c)))
+        )
+        rows.append(
+            (
+                f"1 process, c={c} + limit",
+                lambda u, s, c=c: asyncio.run(drain_here(u, s, args.jobs, c, c)),
+            )
+        )
     if args.procs > 1:
         c = max(levels)
         rows.append(
@@ -199,7 +214,7 @@ def main() -> None:
 
                         with psycopg.connect(url, autocommit=True) as conn:
                             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-            print(f"{engine:<9} {label:<22} {_cell(samples)}", flush=True)
+            print(f"{engine:<9} {label:<24} {_cell(samples)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -12,19 +12,23 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from alkstore.admin import QueueStats, WorkerInfo
+from alkstore.admin import QueueInfo, QueueStats, WorkerInfo
 from alkstore.core.job import ROW_FIELDS, Job
 from alkstore.core.results import JobOutcome
 from alkstore.schedules import Schedule
 
 __all__ = [
     "describe_payload",
+    "flow",
+    "flow_json",
     "job_detail",
     "job_json",
     "job_table",
     "outcome_detail",
     "outcome_json",
     "outcomes_table",
+    "queue_json",
+    "queues_table",
     "schedules_table",
     "stats_json",
     "stats_table",
@@ -199,12 +203,28 @@ def schedules_table(
     return table
 
 
-def stats_table(stats: list[QueueStats]) -> Table:
+def flow(info: QueueInfo | None) -> str:
+    """A queue's pause flag and limits in a few words: ``paused, concurrency 5, 100/s``."""
+    if info is None:
+        return "-"
+    parts = ["[yellow]paused[/]"] if info.paused else []
+    if info.concurrency is not None:
+        parts.append(f"concurrency {info.concurrency}")
+    if info.partition_concurrency is not None:
+        parts.append(f"{info.partition_concurrency} per partition")
+    if info.rate is not None:
+        burst = f" burst {info.burst}" if info.burst else ""
+        parts.append(f"rate {info.rate}{burst}")
+    return ", ".join(parts) or "-"
+
+
+def stats_table(stats: list[QueueStats], infos: dict[str, QueueInfo] | None = None) -> Table:
     """One row per queue."""
     table = Table(title="queues", title_justify="left")
     table.add_column("queue")
     for column in ("pending", "delayed", "processing", "dead", "oldest pending"):
         table.add_column(column, justify="right")
+    table.add_column("flow control")
     for s in stats:
         table.add_row(
             s.queue,
@@ -213,6 +233,29 @@ def stats_table(stats: list[QueueStats]) -> Table:
             str(s.processing),
             f"[red]{s.dead}[/]" if s.dead else "0",
             age(s.oldest_pending_age_s),
+            flow((infos or {}).get(s.queue)),
+        )
+    return table
+
+
+def queues_table(infos: list[QueueInfo]) -> Table:
+    """``alkstore queues list``: state, limits and counts per queue."""
+    table = Table(title="queues", title_justify="left")
+    table.add_column("queue")
+    table.add_column("state")
+    for column in ("concurrency", "per partition", "rate", "pending", "processing", "dead"):
+        table.add_column(column, justify="right")
+    for i in infos:
+        rate = "-" if i.rate is None else str(i.rate) + (f" burst {i.burst}" if i.burst else "")
+        table.add_row(
+            i.queue,
+            "[yellow]paused[/]" if i.paused else "active",
+            "-" if i.concurrency is None else str(i.concurrency),
+            "-" if i.partition_concurrency is None else str(i.partition_concurrency),
+            rate,
+            str(i.pending + i.delayed),
+            str(i.processing),
+            f"[red]{i.dead}[/]" if i.dead else "0",
         )
     return table
 
@@ -259,9 +302,35 @@ def outcome_json(o: JobOutcome) -> dict[str, Any]:
     }
 
 
-def stats_json(s: QueueStats) -> dict[str, Any]:
-    """One queue's counts for ``--json``."""
-    return s._asdict()
+def flow_json(info: QueueInfo | None) -> dict[str, Any]:
+    """A queue's pause flag and limits for ``--json`` (an unset queue: not paused, no limits)."""
+    if info is None:
+        return {
+            "paused": False,
+            "concurrency": None,
+            "partition_concurrency": None,
+            "rate": None,
+            "burst": None,
+        }
+    return {
+        "paused": info.paused,
+        "concurrency": info.concurrency,
+        "partition_concurrency": info.partition_concurrency,
+        "rate": None if info.rate is None else str(info.rate),
+        "burst": info.burst,
+    }
+
+
+def stats_json(s: QueueStats, info: QueueInfo | None = None) -> dict[str, Any]:
+    """One queue's counts and flow control for ``--json``."""
+    return s._asdict() | flow_json(info)
+
+
+def queue_json(info: QueueInfo) -> dict[str, Any]:
+    """``alkstore queues list --json``: one queue's flow control and counts."""
+    out = info._asdict()
+    out.update(flow_json(info))
+    return out
 
 
 def worker_json(w: WorkerInfo) -> dict[str, Any]:

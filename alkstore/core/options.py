@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from alkstore.core.dedupe import check_dedupe_key
+from alkstore.core.names import is_storable_text
 from alkstore.errors import InvalidArgumentError
 
 __all__ = ["EnqueueOpts", "QueueOpts", "Stamps", "check_positive", "resolve"]
@@ -22,6 +23,7 @@ PRIORITY_MIN = -(2**31)
 PRIORITY_MAX = 2**31 - 1
 # a duration beyond ~100 years is a mistake, and overflows timestamp arithmetic
 DURATION_MAX_S = 100 * 365 * 86400.0
+PARTITION_KEY_MAX = 200
 
 
 def _number(name: str, value: object) -> float:
@@ -104,6 +106,7 @@ class EnqueueOpts:
     max_attempts: int | None = None
     dedupe_key: str | None = None
     dedupe_window_s: float | None = None
+    partition_key: str | None = None
 
     def __post_init__(self) -> None:
         if self.dedupe_key is not None:
@@ -114,6 +117,16 @@ class EnqueueOpts:
                 raise InvalidArgumentError(
                     f"dedupe_window_s={self.dedupe_window_s!r} needs a dedupe_key"
                 )
+        if self.partition_key is not None and (
+            type(self.partition_key) is not str
+            or not self.partition_key
+            or len(self.partition_key) > PARTITION_KEY_MAX
+            or not is_storable_text(self.partition_key)
+        ):
+            raise InvalidArgumentError(
+                f"partition_key must be a non-empty str of at most {PARTITION_KEY_MAX} "
+                f"characters of valid UTF-8 without NUL, got {self.partition_key!r}"
+            )
         if self.priority is not None:
             check_priority("priority", self.priority)
         if self.delay_s is not None:
@@ -145,6 +158,7 @@ class Stamps(NamedTuple):
     max_attempts: int
     visibility_timeout_s: float
     retry_base_s: float
+    partition_key: str | None = None
 
 
 def resolve(queue: QueueOpts, opts: EnqueueOpts | None) -> Stamps:
@@ -173,4 +187,5 @@ def resolve(queue: QueueOpts, opts: EnqueueOpts | None) -> Stamps:
         queue.max_attempts if opts.max_attempts is None else opts.max_attempts,
         float(queue.visibility_timeout_s),
         float(queue.retry_base_s),
+        opts.partition_key,
     )

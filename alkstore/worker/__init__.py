@@ -1,7 +1,7 @@
 """The worker runtime: tasks, the job a task runs for, and the Worker that runs them."""
 
-from alkstore.tasks import Fail, Task, TaskCall
+from alkstore.tasks import Fail, Snooze, Task, TaskCall
 from alkstore.worker.context import current_job, current_tick
 from alkstore.worker.runtime import Worker
 
-__all__ = ["Fail", "Task", "TaskCall", "Worker", "current_job", "current_tick"]
+__all__ = ["Fail", "Snooze", "Task", "TaskCall", "Worker", "current_job", "current_tick"]

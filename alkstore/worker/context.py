@@ -3,33 +3,64 @@
 from __future__ import annotations
 
 import contextvars
+import threading
 from datetime import datetime
 
-from alkstore.core.job import Job
+from alkstore.core.job import Job, Row
 
-__all__ = ["current_job", "current_tick"]
+__all__ = ["RunningJob", "current_job", "current_tick"]
 
-_current: contextvars.ContextVar[Job | None] = contextvars.ContextVar(
+
+class RunningJob(Job):
+    """The claimed snapshot of the job being run, plus whether it was taken away.
+
+    ``cancelled`` turns ``True`` when the job was cancelled (``queue.cancel``)
+    or its claim was lost while the handler runs. Async handlers are cancelled
+    (they get ``CancelledError``); a sync handler runs in a thread that cannot
+    be interrupted, so it checks ``current_job().cancelled`` between steps and
+    returns early: its outcome is not recorded either way.
+    """
+
+    __slots__ = ("_revoked",)
+    _revoked: threading.Event
+
+    def __init__(self, row: Row) -> None:
+        super().__init__(row)
+        object.__setattr__(self, "_revoked", threading.Event())
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the job stopped being this worker's (cancelled, or the claim lost)."""
+        return self._revoked.is_set()
+
+    def _revoke(self) -> None:
+        self._revoked.set()
+
+
+_current: contextvars.ContextVar[RunningJob | None] = contextvars.ContextVar(
     "alkstore_current_job", default=None
 )
 
 
-def current_job() -> Job | None:
+def current_job() -> RunningJob | None:
     """The claimed snapshot of the job being run (``attempts`` is this attempt), else ``None``.
 
     >>> @app.task(queue="q")
-    ... async def flaky() -> None:
-    ...     if current_job().attempts == 1: raise RuntimeError("first try fails")
+    ... def export(rows: int) -> None:
+    ...     for chunk in range(rows // 1000):
+    ...         if current_job().cancelled:
+    ...             return  # cancelled or no longer ours: stop, nothing is recorded
+    ...         write_chunk(chunk)
     """
     return _current.get()
 
 
-def set_current(job: Job | None) -> contextvars.Token[Job | None]:
+def set_current(job: RunningJob | None) -> contextvars.Token[RunningJob | None]:
     """Bind ``job`` for the running task (the worker's side of :func:`current_job`)."""
     return _current.set(job)
 
 
-def reset_current(token: contextvars.Token[Job | None]) -> None:
+def reset_current(token: contextvars.Token[RunningJob | None]) -> None:
     """Undo :func:`set_current`."""
     _current.reset(token)
 

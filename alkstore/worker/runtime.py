@@ -57,14 +57,15 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from alkstore.consume import ClaimLoop
+from alkstore.core.flow import CANCEL_NOTE, RECLAIMED_NOTE
 from alkstore.core.names import check_name, check_worker_id
 from alkstore.core.options import QueueOpts, check_non_negative, check_positive
 from alkstore.core.results import encode_result
 from alkstore.errors import AlkstoreError, InvalidArgumentError, PayloadError, StoreClosedError
 from alkstore.store import JobHandle, Queue, Store
-from alkstore.tasks import BadCall, Fail, Task, decode_call, decode_envelope
+from alkstore.tasks import BadCall, Fail, Snooze, Task, decode_call, decode_envelope
 from alkstore.tracing import process_span
-from alkstore.worker.context import reset_current, set_current
+from alkstore.worker.context import RunningJob, reset_current, set_current
 from alkstore.worker.presence import Presence
 
 if TYPE_CHECKING:
@@ -172,15 +173,18 @@ class _Run:
         "finished",
         "freed",
         "handle",
+        "job",
         "lost",
         "name",
         "next_beat",
+        "revoked",
         "started",
         "task",
     )
 
     def __init__(self, handle: JobHandle, now: float) -> None:
         self.handle = handle
+        self.job = RunningJob(handle.job._row)  # what current_job() gives the handler
         self.started = now  # claimed; reset when the handler starts
         self.finished = 0.0  # when the handler returned
         self.next_beat = now + handle.job.visibility_timeout_s * HEARTBEAT_FRACTION
@@ -188,6 +192,8 @@ class _Run:
         self.freed = False  # its slot is free again
         self.lost = False  # a heartbeat was refused: the claim is no longer ours
         self.acking = False  # a success waiting for the ack batcher
+        # "cancelled" or "lost": the job is no longer ours; its outcome is never written
+        self.revoked: str | None = None
         self.name = "?"  # the task's name, once decoded
         self.task: asyncio.Task[None] | None = None  # None while buffered
 
@@ -369,6 +375,7 @@ class Worker:
                     loop.create_task(self._heartbeat_loop()),
                     loop.create_task(self._sweep_loop(queues)),
                     loop.create_task(presence.run()),
+                    loop.create_task(self._cancel_watch(store)),
                 ]
                 if self.schedule and self.app.schedules:
                     helpers.append(loop.create_task(self._schedule_loop(store)))
@@ -428,11 +435,12 @@ class Worker:
                     self._slot_freed.clear()
                     await self._slot_freed.wait()
                     continue
-                left = await loop.attempt(self._claim_round, queues, turn, want)
+                left = await loop.attempt(self._claim_round, loop, queues, turn, want)
                 turn += 1
                 if left is None or left == 0:
                     continue  # backed off after a failure, or the claim filled what we want
-                # every queue came back short: wait for a wake, a due job or the re-poll
+                # every queue came back short: wait for a wake, a due job, the rate
+                # limit's next slot or the re-poll
                 await loop.wait_for_work()
         except StoreClosedError:
             if not self._stopping:
@@ -440,11 +448,12 @@ class Worker:
         finally:
             store._loops.discard(loop)
 
-    async def _claim_round(self, queues: list[Queue], turn: int, want: int) -> int:
+    async def _claim_round(self, loop: ClaimLoop, queues: list[Queue], turn: int, want: int) -> int:
         """Claim from each queue in turn until ``want`` jobs are held; how many are missing."""
         for i in range(len(queues)):
             queue = queues[(turn + i) % len(queues)]
-            handles = await queue.claim_batch(self.worker_id, want)
+            handles, hold = await queue.claim_held(self.worker_id, want)
+            loop.held(hold)  # a rate limit held this queue back until then
             if handles and self.metrics is not None:
                 self._observe_claim(queue.name, handles)
             self._take(handles)
@@ -486,6 +495,10 @@ class Worker:
         ready = self._ready
         while ready and self._active < self.concurrency and not self._stopping:
             run = ready.popleft()
+            if run.revoked is not None:  # cancelled or lost while buffered: never run it
+                self._runs.discard(run)
+                self._record_revoked(run, self._task_name(run))
+                continue
             self._active += 1
             run.started = time.monotonic()
             run.task = loop.create_task(self._execute(run))
@@ -516,6 +529,9 @@ class Worker:
             name, outcome, op, error = await self._handle(run)
         finally:
             self._free_slot(run)  # the next job starts while this outcome is written
+        if run.revoked is not None:  # no longer ours: write nothing
+            self._record_revoked(run, name)
+            return
         if outcome == "success":
             self._ack_later(run, name)  # this task ends; the ack batcher records it
             return
@@ -539,7 +555,7 @@ class Worker:
         except BadCall as e:
             run.done = True
             return name, "dead", functools.partial(handle.fail, str(e)), str(e)
-        token = set_current(job)
+        token = set_current(run.job)
         timeout: asyncio.Timeout | None = None
         value: Any = None
         try:
@@ -553,6 +569,9 @@ class Worker:
             run.done = True
             error = str(e) or "Fail"
             return name, "dead", functools.partial(handle.fail, error), error
+        except Snooze as e:
+            run.done = True
+            return name, "snoozed", functools.partial(handle.snooze, e.delay_s), None
         except TimeoutError as e:
             run.done = True
             if timeout is not None and timeout.expired():
@@ -562,6 +581,11 @@ class Worker:
             return self._retry(run, name, error)
         except asyncio.CancelledError as e:
             current = asyncio.current_task()
+            if run.revoked is not None and not self._stopping:
+                if current is not None:
+                    current.uncancel()  # our own cancel: the job is no longer ours
+                run.done = True
+                return name, "revoked", handle.heartbeat, None  # never called
             if current is not None and current.cancelling():
                 raise  # the worker is stopping: _drain gives the job back
             run.done = True  # a CancelledError out of the handler's own code
@@ -683,6 +707,56 @@ class Worker:
         now = time.time()
         self.metrics.claimed(queue, len(handles), (now - h.job.run_at.timestamp() for h in handles))
 
+    def _record_revoked(self, run: _Run, name: str) -> None:
+        outcome = run.revoked or "lost"
+        reason = "cancelled" if outcome == "cancelled" else "the claim is no longer ours"
+        self._record(run, name, outcome, f"{reason}: the handler was stopped")
+
+    def _revoke(self, run: _Run, why: str) -> None:
+        """Stop the handler of a job that is no longer ours (cancelled, or claim lost)."""
+        if run.revoked is not None or run.done:
+            return
+        run.revoked = why
+        run.lost = True
+        run.job._revoke()  # a sync handler sees current_job().cancelled
+        task = run.task  # None while buffered: _fill drops it
+        if task is not None and self._is_async(run):
+            task.cancel()  # an async handler gets CancelledError
+
+    def _is_async(self, run: _Run) -> bool:
+        task = self.app.tasks.get(self._task_name(run))
+        return task is not None and task.is_async
+
+    async def _cancel_watch(self, store: Store) -> None:
+        """Announcements on the queues' channels that a job this worker holds is no
+        longer its: ``cancel:<id>`` and ``reclaimed:<id>:<attempts>``."""
+        async with store.listen(*self.queues) as sub:
+            async for note in sub:
+                payload = note.payload
+                if payload.startswith(CANCEL_NOTE):
+                    why, fields = "cancelled", payload[len(CANCEL_NOTE) :].split(":")
+                elif payload.startswith(RECLAIMED_NOTE):
+                    why, fields = "lost", payload[len(RECLAIMED_NOTE) :].split(":")
+                else:
+                    continue
+                if not all(f.isdigit() for f in fields) or not 1 <= len(fields) <= 2:
+                    continue
+                job_id = int(fields[0])
+                newer = int(fields[1]) if len(fields) == 2 else None
+                for run in list(self._runs):
+                    job = run.handle.job
+                    if job.id != job_id or job.queue != note.channel:
+                        continue
+                    if newer is not None and job.attempts >= newer:
+                        continue  # that claim is ours (or later than the one announced)
+                    log.warning(
+                        "job %d (queue %s): %s; stopping it",
+                        job_id,
+                        note.channel,
+                        "cancelled" if why == "cancelled" else "reclaimed by another claim",
+                    )
+                    self._revoke(run, why)
+
     def _log(self, level: int, run: _Run, name: str, outcome: str, error: str | None) -> None:
         job = run.handle.job
         duration_ms = ((run.finished or time.monotonic()) - run.started) * 1000
@@ -721,14 +795,14 @@ class Worker:
                         run.next_beat = now + vt * HEARTBEAT_FRACTION
                     elif result is False:
                         if not run.done:
-                            run.lost = True
                             job = run.handle.job
                             log.warning(
                                 "job %d (queue %s): heartbeat refused; the claim lapsed or "
-                                "the job was cancelled, its outcome will not be recorded",
+                                "the job was cancelled: stopping it, no outcome is recorded",
                                 job.id,
                                 job.queue,
                             )
+                            self._revoke(run, "lost")
                     else:  # the database hiccuped: beat again soon
                         log.warning("heartbeat of job %d failed: %s", run.handle.job.id, result)
                         run.next_beat = now + min(0.25, run.handle.job.visibility_timeout_s / 10)
@@ -807,7 +881,7 @@ class Worker:
         )
         if self._ack_flush is not None:
             await asyncio.gather(self._ack_flush, return_exceptions=True)
-        back = [r for r in leftovers if not r.handle.consumed]
+        back = [r for r in leftovers if not r.handle.consumed and r.revoked is None]
         results = await asyncio.gather(
             *(r.handle.retry(INTERRUPTED, delay_s=0) for r in back), return_exceptions=True
         )

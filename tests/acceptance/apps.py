@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from typing import Any
 
-from alkstore import App, Fail, sync
+from alkstore import App, Fail, Snooze, sync
 from alkstore.worker import current_job
 
 app = App()
@@ -91,3 +92,87 @@ def returns_a_set() -> set[int]:
 @app.task(queue="work", name="dies_keeping", keep_result_s=60, max_attempts=1)
 async def dies_keeping(key: str) -> None:
     raise ValueError(f"{key} is broken")
+
+
+# -- flow control: the handlers keep their own log (one line per event, O_APPEND) ----
+def log_line(path: str, *fields: object) -> None:
+    """Append one line atomically (O_APPEND): the file's order is the events' order."""
+    line = " ".join(str(f) for f in fields) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+def claimed_at() -> float:
+    """When the store claimed the running job, by the database's own clock."""
+    job = current_job()
+    assert job is not None and job.claim_expires_at is not None
+    return job.claim_expires_at.timestamp() - job.visibility_timeout_s
+
+
+@app.task(queue="limited", name="limited")
+async def limited(path: str, seconds: float) -> None:
+    job = current_job()
+    assert job is not None
+    log_line(path, "start", job.id)
+    await asyncio.sleep(seconds)
+    log_line(path, "end", job.id)
+
+
+@app.task(queue="rated", name="rated")
+async def rated(path: str) -> None:
+    job = current_job()
+    assert job is not None
+    log_line(path, "claimed", job.id, repr(claimed_at()))
+
+
+@app.task(queue="long", name="long_async", visibility_timeout_s=30)
+async def long_async(path: str) -> None:
+    job = current_job()
+    assert job is not None
+    log_line(path, "start", job.id)
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        log_line(path, "cancelled", job.id)
+        raise
+    log_line(path, "finished", job.id)
+
+
+@app.task(queue="long", name="long_sync", visibility_timeout_s=30)
+def long_sync(path: str) -> None:
+    job = current_job()
+    assert job is not None
+    log_line(path, "start", job.id)
+    for _ in range(36_000):  # an hour in 0.1 s steps, unless told to stop
+        if job.cancelled:
+            log_line(path, "cancelled", job.id)
+            return
+        time.sleep(0.1)
+    log_line(path, "finished", job.id)
+
+
+@app.task(queue="work", name="snoozy")
+async def snoozy(path: str, times: int) -> None:
+    job = current_job()
+    assert job is not None
+    with open(path, "a+") as f:
+        f.seek(0)
+        seen = len(f.read().splitlines())
+        f.write(f"run {job.attempts}\n")
+    if seen < times:
+        raise Snooze(0)
+
+
+@app.task(queue="lease", name="short_lease", visibility_timeout_s=1)
+async def short_lease(path: str) -> None:
+    job = current_job()
+    assert job is not None
+    log_line(path, "start", job.id, job.attempts)
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        log_line(path, "cancelled", job.id, job.attempts)
+        raise

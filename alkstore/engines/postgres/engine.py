@@ -23,6 +23,14 @@ from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from alkstore.core.dedupe import Enqueued, keyed_enqueue, run_flow, run_flow_sync
+from alkstore.core.flow import (
+    CANDIDATE_WINDOW,
+    Claimed,
+    QueueSettings,
+    admit,
+    charge,
+    pick_partitions,
+)
 from alkstore.core.job import Row
 from alkstore.core.options import Stamps
 from alkstore.core.results import RESULTS_CHANNEL
@@ -57,6 +65,7 @@ def _insert_params(queue: str, payloads: Sequence[bytes], stamps: Stamps) -> dic
         "visibility": stamps.visibility_timeout_s,
         "retry_base": stamps.retry_base_s,
         "expires_in": stamps.expires_in_s,
+        "partition_key": stamps.partition_key,
     }
 
 
@@ -123,6 +132,8 @@ class PostgresEngine:
         self._listener: Listener | None = None
         self._closed = False
         self._background: set[asyncio.Task[None]] = set()
+        # queues whose claims came back limited: a slot freed there wakes their consumers
+        self._limited: set[str] = set()
 
     @classmethod
     def from_url(cls, url: str, schema: str, options: dict[str, Any]) -> PostgresEngine:
@@ -416,21 +427,105 @@ class PostgresEngine:
             raise EngineError(f"PostgreSQL error in enqueue_on: {e}") from e
 
     # -- claim and handle operations ---------------------------------------------------
-    async def claim(self, queue: str, worker_id: str, n: int, exhausted_error: str) -> list[Row]:
-        params = {"queue": queue, "worker": worker_id, "n": n, "exhausted_error": exhausted_error}
-        return await self._fetchall("claim", params)
+    async def claim(self, queue: str, worker_id: str, n: int, exhausted_error: str) -> Claimed:
+        params = {
+            "queue": queue,
+            "worker": worker_id,
+            "n": n,
+            "exhausted_error": exhausted_error,
+            "gated": True,
+        }
+        rows = await self._fetchall("claim", params)
+        if rows and rows[-1][0] is None:  # the marker row: a limited queue
+            claimed = await self._claim_locked(queue, worker_id, n, exhausted_error)
+            if claimed.limited:
+                self._limited.add(queue)
+            return claimed
+        self._limited.discard(queue)
+        return Claimed(rows)
+
+    def _slots_freed(self, queues: set[str]) -> None:
+        """After an outcome committed: wake the limited ones of ``queues`` (coalesced)."""
+        for queue in queues & self._limited:
+            self._wake(queue)
+
+    async def _claim_locked(
+        self, queue: str, worker_id: str, n: int, exhausted_error: str
+    ) -> Claimed:
+        """A limited queue's claim: one transaction holding its settings row FOR UPDATE,
+        so the count of running jobs and the rate are read and spent race-free."""
+        pool = self._check()
+        q = self.q
+        key = self._timed({"queue": queue})
+        try:
+            async with pool.connection() as conn, conn.transaction():
+                cur = await conn.execute(q["lock_settings"], key)
+                row = await cur.fetchone()
+                if row is None:  # the row is gone: claim as an unlimited queue
+                    unlimited = {
+                        **key,
+                        "worker": worker_id,
+                        "n": n,
+                        "exhausted_error": exhausted_error,
+                        "gated": False,
+                    }
+                    cur = await conn.execute(q["claim"], unlimited, binary=True)
+                    return Claimed(await cur.fetchall())
+                settings = QueueSettings.from_row(row)
+                now = float(row[8])
+                if settings.paused:
+                    return Claimed([], settings.limited)
+                running = 0
+                if settings.concurrency is not None:
+                    cur = await conn.execute(q["count_running"], key)
+                    running = int((await cur.fetchone() or (0,))[0])
+                admission = admit(settings, now, running, n)
+                claim = {
+                    **key,
+                    "worker": worker_id,
+                    "exhausted_error": exhausted_error,
+                    "gated": False,
+                }
+                rows: list[Row] = []
+                if admission.n and settings.partition_concurrency is not None:
+                    await conn.execute(q["claim"], {**claim, "n": 0})  # the pre-claim sweep
+                    window = {**key, "window": admission.n + CANDIDATE_WINDOW}
+                    cur = await conn.execute(q["claim_candidates"], window)
+                    candidates = await cur.fetchall()
+                    cur = await conn.execute(q["running_partitions"], key)
+                    busy = {k: int(c) for k, c in await cur.fetchall()}
+                    limit = settings.partition_concurrency
+                    ids = pick_partitions(candidates, busy, limit, admission.n)
+                    if ids:
+                        cur = await conn.execute(q["claim_ids"], {**claim, "ids": ids}, binary=True)
+                        rows = await cur.fetchall()
+                elif admission.n:
+                    cur = await conn.execute(q["claim"], {**claim, "n": admission.n}, binary=True)
+                    rows = await cur.fetchall()
+                tat, wait = charge(settings, now, len(rows))
+                if rows and tat != settings.tat:
+                    await conn.execute(q["set_tat"], {**key, "tat": tat})
+        except psycopg.Error as e:
+            raise self._failure(e, "claim") from e
+        return Claimed(rows, True, wait if admission.rate_capped else None)
 
     async def ack_many(self, items: Sequence[tuple[str, int, int]]) -> set[tuple[int, int]]:
         if len(items) == 1:
             queue, job_id, attempts = items[0]
             params = {"id": job_id, "queue": queue, "attempts": attempts}
-            return {(job_id, attempts)} if await self._rowcount("ack", params) else set()
+            if not await self._rowcount("ack", params):
+                return set()
+            self._slots_freed({queue})
+            return {(job_id, attempts)}
         columns = {
             "queues": [item[0] for item in items],
             "ids": [item[1] for item in items],
             "attempts": [item[2] for item in items],
         }
-        return {(row[0], row[1]) for row in await self._fetchall("ack_many", columns)}
+        acked = {(row[0], row[1]) for row in await self._fetchall("ack_many", columns)}
+        if acked and self._limited:
+            self._slots_freed({q for q, i, a in items if (i, a) in acked})
+        return acked
 
     async def ack_result(
         self, queue: str, job_id: int, attempts: int, value: str, keep_s: float
@@ -461,15 +556,20 @@ class PostgresEngine:
             "delay": delay_s,
             "error": error,
         }
-        return await self._rowcount("retry", params) > 0
+        return self._freed(queue, await self._rowcount("retry", params) > 0)
 
-    async def release(self, queue: str, job_id: int, attempts: int) -> bool:
-        params = {"id": job_id, "queue": queue, "attempts": attempts}
-        return await self._rowcount("release", params) > 0
+    def _freed(self, queue: str, done: bool) -> bool:
+        if done and queue in self._limited:
+            self._wake(queue)
+        return done
+
+    async def release(self, queue: str, job_id: int, attempts: int, delay_s: float | None) -> bool:
+        params = {"id": job_id, "queue": queue, "attempts": attempts, "delay": delay_s}
+        return self._freed(queue, await self._rowcount("release", params) > 0)
 
     async def dead_letter(self, queue: str, job_id: int, attempts: int, error: str) -> bool:
         params = {"id": job_id, "queue": queue, "attempts": attempts, "error": error}
-        return await self._rowcount("dead_letter", params) > 0
+        return self._freed(queue, await self._rowcount("dead_letter", params) > 0)
 
     async def heartbeat(
         self, queue: str, job_id: int, attempts: int, extend_s: float | None
@@ -515,6 +615,44 @@ class PostgresEngine:
     @property
     def listens(self) -> bool:
         return self.settings.listen
+
+    async def wake(self, channel: str) -> None:
+        self._check()
+        self._wake(channel)
+
+    # -- queue settings: pause and limits -----------------------------------------------
+    async def queue_settings(self, queue: str | None) -> list[Row]:
+        if queue is None:
+            return await self._fetchall("all_queue_settings", {})
+        return await self._fetchall("queue_settings", {"queue": queue})
+
+    async def set_paused(self, queue: str, paused: bool) -> None:
+        await self._fetchall("set_paused", {"queue": queue, "paused": paused})
+        if paused:
+            pool = self._check()
+            try:
+                async with pool.connection() as conn, conn.transaction():
+                    await conn.execute(self.q["await_claims"])
+            except psycopg.Error as e:
+                raise self._failure(e, "pause") from e
+
+    async def set_limits(
+        self,
+        queue: str,
+        concurrency: int | None,
+        partition_concurrency: int | None,
+        rate: tuple[int, float] | None,
+        burst: int | None,
+    ) -> None:
+        params = {
+            "queue": queue,
+            "concurrency": concurrency,
+            "partition_concurrency": partition_concurrency,
+            "rate_count": None if rate is None else rate[0],
+            "rate_period_s": None if rate is None else rate[1],
+            "burst": burst,
+        }
+        await self._fetchall("set_limits", params)
 
     async def subscribe(self, channels: Sequence[str], sink: NoteSink) -> None:
         self._check()

@@ -27,6 +27,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from alkstore.core.dedupe import Enqueued, keyed_enqueue, run_flow_sync
+from alkstore.core.flow import (
+    CANDIDATE_WINDOW,
+    RECLAIMED_NOTE,
+    Claimed,
+    QueueSettings,
+    admit,
+    charge,
+    pick_partitions,
+)
 from alkstore.core.job import Row
 from alkstore.core.options import Stamps, check_positive
 from alkstore.core.results import RESULTS_CHANNEL
@@ -96,6 +105,8 @@ class SqliteEngine:
         self._closed = False
         self._notes_written = 0
         self._clock: Callable[[], float] = time.time
+        # queues whose claims came back limited: a slot freed there wakes their consumers
+        self._limited: set[str] = set()
 
     def set_clock(self, clock: Callable[[], float]) -> None:
         """TESTS ONLY: read "now" (POSIX seconds) from ``clock`` instead of ``time.time``."""
@@ -252,6 +263,7 @@ class SqliteEngine:
             stamps.visibility_timeout_s,
             stamps.retry_base_s,
             expires,
+            stamps.partition_key,
         )
 
     def _insert(
@@ -354,20 +366,78 @@ class SqliteEngine:
         return await self._call(self._enqueue_sync, queue, payloads, stamps)
 
     # -- claim and handle operations ---------------------------------------------
-    def _claim_unit(
-        self, conn: sqlite3.Connection, queue: str, worker: str, n: int, exhausted_error: str
+    @staticmethod
+    def _claim_rows(
+        conn: sqlite3.Connection, queue: str, worker: str, n: int, now: float
     ) -> list[Row]:
-        now = self._clock()
-        params = {"queue": queue, "now": now, "exhausted_error": exhausted_error}
-        if conn.execute(Q["sweep_exhausted_copy"], params).rowcount:
-            conn.execute(Q["sweep_exhausted_delete"], params)
         rows = conn.execute(
             Q["claim"], {"queue": queue, "now": now, "worker": worker, "n": n}
         ).fetchall()
         return rows
 
-    async def claim(self, queue: str, worker_id: str, n: int, exhausted_error: str) -> list[Row]:
-        return await self._call(self._write, self._claim_unit, queue, worker_id, n, exhausted_error)
+    def _claim_unit(
+        self, conn: sqlite3.Connection, queue: str, worker: str, n: int, exhausted_error: str
+    ) -> tuple[Claimed, bool]:
+        """The claim, and whether it took over lapsed claims (their holders are told)."""
+        now = self._clock()
+        params = {"queue": queue, "now": now, "exhausted_error": exhausted_error}
+        if conn.execute(Q["sweep_exhausted_copy"], params).rowcount:
+            conn.execute(Q["sweep_exhausted_delete"], params)
+        lapsed = {row[0] for row in conn.execute(Q["lapsed_ids"], params)}
+        claimed = self._claim_gated(conn, queue, worker, n, now)
+        told = False
+        for row in claimed.rows:
+            if row[0] in lapsed:
+                self._insert_note(conn, queue, f"{RECLAIMED_NOTE}{row[0]}:{row[7]}")
+                told = True
+        return claimed, told
+
+    @classmethod
+    def _claim_gated(
+        cls, conn: sqlite3.Connection, queue: str, worker: str, n: int, now: float
+    ) -> Claimed:
+        params = {"queue": queue, "now": now}
+        gate = conn.execute(Q["queue_settings"], params).fetchone()
+        if gate is None:
+            return Claimed(cls._claim_rows(conn, queue, worker, n, now))
+        # The single writer holds the database: the count and the claim are one unit.
+        settings = QueueSettings.from_row(gate)
+        if settings.paused:
+            return Claimed([], settings.limited)
+        if not settings.limited:
+            return Claimed(cls._claim_rows(conn, queue, worker, n, now))
+        running = 0
+        if settings.concurrency is not None:
+            running = conn.execute(Q["count_running"], params).fetchone()[0]
+        admission = admit(settings, now, running, n)
+        rows: list[Row] = []
+        if admission.n and settings.partition_concurrency is not None:
+            window = {**params, "window": admission.n + CANDIDATE_WINDOW}
+            candidates = conn.execute(Q["claim_candidates"], window).fetchall()
+            busy = dict(conn.execute(Q["running_partitions"], params).fetchall())
+            ids = pick_partitions(candidates, busy, settings.partition_concurrency, admission.n)
+            if ids:
+                claim = {**params, "worker": worker, "ids": json.dumps(ids)}
+                rows = conn.execute(Q["claim_ids"], claim).fetchall()
+        elif admission.n:
+            rows = cls._claim_rows(conn, queue, worker, admission.n, now)
+        tat, wait = charge(settings, now, len(rows))
+        if rows and tat != settings.tat:
+            conn.execute(Q["set_tat"], {"queue": queue, "tat": tat})
+        return Claimed(rows, True, wait if admission.rate_capped else None)
+
+    def _claim_sync(self, queue: str, worker_id: str, n: int, exhausted_error: str) -> Claimed:
+        claimed, told = self._write(self._claim_unit, queue, worker_id, n, exhausted_error)
+        if claimed.limited:
+            self._limited.add(queue)
+        else:
+            self._limited.discard(queue)
+        if told:
+            self._poke_local()
+        return claimed
+
+    async def claim(self, queue: str, worker_id: str, n: int, exhausted_error: str) -> Claimed:
+        return await self._call(self._claim_sync, queue, worker_id, n, exhausted_error)
 
     def _fenced(self, queue: str, job_id: int, attempts: int) -> dict[str, Any]:
         return {"id": job_id, "queue": queue, "attempts": attempts, "now": self._clock()}
@@ -376,20 +446,43 @@ class SqliteEngine:
     def _exec_count(conn: sqlite3.Connection, name: str, params: dict[str, Any]) -> int:
         return conn.execute(Q[name], params).rowcount
 
+    def _slots_freed(self, conn: sqlite3.Connection, queues: set[str]) -> bool:
+        """In the outcome's own transaction: wake the limited ones of ``queues``."""
+        woke = False
+        for queue in queues & self._limited:
+            self._insert_note(conn, queue, "")
+            woke = True
+        return woke
+
     def _ack_unit(
         self, conn: sqlite3.Connection, items: Sequence[tuple[str, int, int]]
-    ) -> set[tuple[int, int]]:
+    ) -> tuple[set[tuple[int, int]], bool]:
         now = self._clock()
         acked = set()
+        freed = set()
         ack = Q["ack"]
         for queue, job_id, attempts in items:
             params = {"id": job_id, "queue": queue, "attempts": attempts, "now": now}
             if conn.execute(ack, params).rowcount:
                 acked.add((job_id, attempts))
-        return acked
+                freed.add(queue)
+        return acked, self._slots_freed(conn, freed)
+
+    def _outcome_sync(self, unit: Callable[..., tuple[T, bool]], *args: Any) -> T:
+        result, woke = self._write(unit, *args)
+        if woke:
+            self._poke_local()
+        return result
 
     async def ack_many(self, items: Sequence[tuple[str, int, int]]) -> set[tuple[int, int]]:
-        return await self._call(self._write, self._ack_unit, items)
+        return await self._call(self._outcome_sync, self._ack_unit, items)
+
+    def _freeing_unit(
+        self, conn: sqlite3.Connection, name: str, params: dict[str, Any]
+    ) -> tuple[bool, bool]:
+        """A fenced outcome that frees the job's slot (retry, release)."""
+        done = bool(conn.execute(Q[name], params).rowcount)
+        return done, done and self._slots_freed(conn, {params["queue"]})
 
     def _ack_result_unit(self, conn: sqlite3.Connection, params: dict[str, Any]) -> bool:
         if not conn.execute(Q["ack"], params).rowcount:
@@ -425,23 +518,25 @@ class SqliteEngine:
         params = self._fenced(queue, job_id, attempts)
         params["run_at"] = params["now"] + delay_s
         params["error"] = error
-        return bool(await self._call(self._write, self._exec_count, "retry", params))
+        return await self._call(self._outcome_sync, self._freeing_unit, "retry", params)
 
-    async def release(self, queue: str, job_id: int, attempts: int) -> bool:
+    async def release(self, queue: str, job_id: int, attempts: int, delay_s: float | None) -> bool:
         params = self._fenced(queue, job_id, attempts)
-        return bool(await self._call(self._write, self._exec_count, "release", params))
+        params["run_at"] = None if delay_s is None else params["now"] + delay_s
+        return await self._call(self._outcome_sync, self._freeing_unit, "release", params)
 
-    @staticmethod
-    def _dead_letter_unit(conn: sqlite3.Connection, params: dict[str, Any]) -> bool:
+    def _dead_letter_unit(
+        self, conn: sqlite3.Connection, params: dict[str, Any]
+    ) -> tuple[bool, bool]:
         if not conn.execute(Q["dead_letter_copy"], params).rowcount:
-            return False
+            return False, False
         conn.execute(Q["delete_by_id"], {"id": params["id"]})
-        return True
+        return True, self._slots_freed(conn, {params["queue"]})
 
     async def dead_letter(self, queue: str, job_id: int, attempts: int, error: str) -> bool:
         params = self._fenced(queue, job_id, attempts)
         params["error"] = error
-        return await self._call(self._write, self._dead_letter_unit, params)
+        return await self._call(self._outcome_sync, self._dead_letter_unit, params)
 
     async def heartbeat(
         self, queue: str, job_id: int, attempts: int, extend_s: float | None
@@ -512,6 +607,57 @@ class SqliteEngine:
 
     async def notify(self, channel: str, payload: str) -> None:
         await self._call(self._notify_sync, channel, payload)
+
+    async def wake(self, channel: str) -> None:
+        try:
+            await self.notify(channel, "")
+        except EngineError as e:  # best-effort: the consumers' re-poll covers it
+            log.warning("alkstore: wake on %r not sent: %s", channel, e)
+
+    # -- queue settings: pause and limits --------------------------------------------
+    async def queue_settings(self, queue: str | None) -> list[Row]:
+        if queue is None:
+            return await self._call(self._read, self._fetch_all, "all_queue_settings", {})
+        return await self._call(self._read, self._fetch_all, "queue_settings", {"queue": queue})
+
+    def _set_paused_unit(self, conn: sqlite3.Connection, queue: str, paused: bool) -> None:
+        conn.execute(Q["set_paused"], {"queue": queue, "paused": int(paused)})
+        if not paused:
+            self._insert_note(conn, queue, "")
+
+    def _set_paused_sync(self, queue: str, paused: bool) -> None:
+        self._write(self._set_paused_unit, queue, paused)
+        if not paused:
+            self._poke_local()
+
+    async def set_paused(self, queue: str, paused: bool) -> None:
+        await self._call(self._set_paused_sync, queue, paused)
+
+    def _set_limits_unit(self, conn: sqlite3.Connection, params: dict[str, Any]) -> None:
+        conn.execute(Q["set_limits"], params)
+        self._insert_note(conn, params["queue"], "")
+
+    def _set_limits_sync(self, params: dict[str, Any]) -> None:
+        self._write(self._set_limits_unit, params)
+        self._poke_local()
+
+    async def set_limits(
+        self,
+        queue: str,
+        concurrency: int | None,
+        partition_concurrency: int | None,
+        rate: tuple[int, float] | None,
+        burst: int | None,
+    ) -> None:
+        params = {
+            "queue": queue,
+            "concurrency": concurrency,
+            "partition_concurrency": partition_concurrency,
+            "rate_count": None if rate is None else rate[0],
+            "rate_period_s": None if rate is None else rate[1],
+            "burst": burst,
+        }
+        await self._call(self._set_limits_sync, params)
 
     def _max_note(self) -> int:
         return int(self._read(lambda conn: conn.execute(Q["max_note"]).fetchone()[0]))

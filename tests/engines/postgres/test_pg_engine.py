@@ -126,7 +126,8 @@ async def test_the_claim_walks_the_partial_claim_index(
     # way (no sort of the backlog), and ack_batch goes by primary key.
     for _ in ("stale", "analyzed"):
         claim = await plan(
-            "claim", {"queue": "plan", "worker": "w", "n": 100, "exhausted_error": "x"}
+            "claim",
+            {"queue": "plan", "worker": "w", "n": 100, "exhausted_error": "x", "gated": True},
         )
         assert "Index Scan using alk_jobs_claim" in claim, claim
         assert "Seq Scan" not in claim and "external" not in claim, claim

@@ -38,11 +38,11 @@ INSERT INTO {schema}.alk_migrations (version, name) VALUES (%(version)s, %(name)
 -- rows, so ids ascend with the payloads). The stamps are shared scalars;
 -- run_at and expires_at resolve against this statement's now().
 INSERT INTO {schema}.alk_jobs (queue, payload, priority, run_at, created_at, max_attempts,
-                               visibility_timeout_s, retry_base_s, expires_at)
+                               visibility_timeout_s, retry_base_s, expires_at, partition_key)
 SELECT %(queue)s::text, p, %(priority)s::integer,
        COALESCE(%(run_at)s::timestamptz, {now} + make_interval(secs => %(delay)s::float8)),
        {now}, %(max_attempts)s::integer, %(visibility)s::float8, %(retry_base)s::float8,
-       {now} + make_interval(secs => %(expires_in)s::float8)
+       {now} + make_interval(secs => %(expires_in)s::float8), %(partition_key)s::text
 FROM unnest(%(payloads)b::bytea[]) AS p
 RETURNING id;
 
@@ -52,11 +52,12 @@ RETURNING id;
 -- concurrent insert of the same key waits for the other transaction and then
 -- does nothing (or inserts, if that one rolled back). RETURNING says which got in.
 INSERT INTO {schema}.alk_jobs (queue, payload, priority, run_at, created_at, max_attempts,
-                               visibility_timeout_s, retry_base_s, expires_at, dedupe_key)
+                               visibility_timeout_s, retry_base_s, expires_at, partition_key,
+                               dedupe_key)
 SELECT %(queue)s::text, u.p, %(priority)s::integer,
        COALESCE(%(run_at)s::timestamptz, {now} + make_interval(secs => %(delay)s::float8)),
        {now}, %(max_attempts)s::integer, %(visibility)s::float8, %(retry_base)s::float8,
-       {now} + make_interval(secs => %(expires_in)s::float8), u.k
+       {now} + make_interval(secs => %(expires_in)s::float8), %(partition_key)s::text, u.k
 FROM unnest(%(payloads)b::bytea[], %(keys)s::text[]) WITH ORDINALITY AS u(p, k, n)
 ORDER BY u.n
 ON CONFLICT (queue, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
@@ -98,7 +99,17 @@ WHERE d.queue = %(queue)s AND d.dedupe_key = u.k;
 -- `id IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)`). The arms are disjoint
 -- from the swept rows (attempts < max_attempts vs >=), so no row is touched twice.
 -- RETURNING order is not guaranteed: the engine sorts the rows in claim order.
-WITH swept AS (
+-- gate: the queue's settings row, if any. A paused queue claims nothing; a
+-- limited one claims nothing here when :gated (the fast path) and returns one
+-- marker row (id NULL, state 'limited') telling the engine to take the locked
+-- path (claim_locked). An uncorrelated condition, so a one-time filter.
+WITH gate AS MATERIALIZED (
+    SELECT paused, (concurrency IS NOT NULL OR partition_concurrency IS NOT NULL
+                    OR rate_count IS NOT NULL) AS limited
+    FROM {schema}.alk_queues WHERE queue = %(queue)s
+), open AS MATERIALIZED (
+    SELECT NOT EXISTS (SELECT 1 FROM gate WHERE paused OR (limited AND %(gated)s)) AS ok
+), swept AS (
     DELETE FROM {schema}.alk_jobs
     WHERE queue = %(queue)s AND state = 'processing' AND claim_expires_at < {now}
       AND attempts >= max_attempts
@@ -114,7 +125,7 @@ WITH swept AS (
 ), pending AS MATERIALIZED (
     SELECT id, priority, run_at FROM {schema}.alk_jobs
     WHERE queue = %(queue)s AND state = 'pending' AND run_at <= {now}
-      AND (expires_at IS NULL OR expires_at > {now})
+      AND (expires_at IS NULL OR expires_at > {now}) AND (SELECT ok FROM open)
     ORDER BY priority DESC, run_at, id
     LIMIT %(n)s
     FOR UPDATE SKIP LOCKED
@@ -122,6 +133,7 @@ WITH swept AS (
     SELECT id, priority, run_at FROM {schema}.alk_jobs
     WHERE queue = %(queue)s AND state = 'processing' AND claim_expires_at < {now}
       AND attempts < max_attempts AND (expires_at IS NULL OR expires_at > {now})
+      AND (SELECT ok FROM open)
     ORDER BY priority DESC, run_at, id
     LIMIT %(n)s
     FOR UPDATE SKIP LOCKED
@@ -129,17 +141,127 @@ WITH swept AS (
     SELECT id FROM (SELECT * FROM pending UNION ALL SELECT * FROM lapsed) AS arms
     ORDER BY priority DESC, run_at, id
     LIMIT %(n)s
+), claimed AS (
+    UPDATE {schema}.alk_jobs AS j
+    SET state = 'processing',
+        attempts = j.attempts + 1,
+        worker_id = %(worker)s,
+        claim_expires_at = {now} + make_interval(secs => j.visibility_timeout_s)
+    FROM chosen
+    WHERE j.id = chosen.id
+    RETURNING j.id, j.queue, j.payload, j.state, j.priority, j.run_at, j.created_at,
+              j.attempts, j.max_attempts, j.visibility_timeout_s, j.retry_base_s,
+              j.expires_at, j.worker_id, j.claim_expires_at, j.last_error,
+              NULL::timestamptz AS died_at, j.dedupe_key
+), announced AS MATERIALIZED (
+    -- a lapsed claim taken over: tell the worker still holding it (delivered at commit)
+    SELECT pg_notify(%(queue)s, 'reclaimed:' || c.id || ':' || c.attempts)
+    FROM claimed AS c JOIN lapsed AS l ON l.id = c.id
 )
+SELECT * FROM claimed WHERE (SELECT count(*) FROM announced) >= 0
+UNION ALL
+SELECT NULL::bigint, NULL::text, NULL::bytea, 'limited'::text, NULL::integer,
+       NULL::timestamptz, NULL::timestamptz, NULL::integer, NULL::integer, NULL::float8,
+       NULL::float8, NULL::timestamptz, NULL::text, NULL::timestamptz, NULL::text,
+       NULL::timestamptz, NULL::text
+FROM gate WHERE limited AND NOT paused AND %(gated)s;
+
+-- name: lock_settings
+-- The locked path of a limited queue, step 1 (inside a transaction): the
+-- settings row FOR UPDATE, so this queue's claims run one at a time; the
+-- statements after it see every claim committed before the lock was granted.
+SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat,
+       EXTRACT(EPOCH FROM {now})::float8
+FROM {schema}.alk_queues WHERE queue = %(queue)s
+FOR UPDATE;
+
+-- name: count_running
+-- Unexpired claims of a queue (a lapsed claim no longer holds a slot).
+SELECT count(*) FROM {schema}.alk_jobs
+WHERE queue = %(queue)s AND state = 'processing' AND claim_expires_at >= {now};
+
+-- name: running_partitions
+SELECT partition_key, count(*) FROM {schema}.alk_jobs
+WHERE queue = %(queue)s AND state = 'processing' AND partition_key IS NOT NULL
+  AND claim_expires_at >= {now}
+GROUP BY partition_key;
+
+-- name: claim_candidates
+-- A partition-limited claim's candidates in claim order with their partition
+-- keys (core/flow.py picks those whose partition has room). No SKIP LOCKED
+-- needed: the settings row lock makes this the queue's only claimer.
+SELECT id, partition_key FROM (
+    (SELECT id, priority, run_at, partition_key FROM {schema}.alk_jobs
+     WHERE queue = %(queue)s AND state = 'pending' AND run_at <= {now}
+       AND (expires_at IS NULL OR expires_at > {now})
+     ORDER BY priority DESC, run_at, id LIMIT %(window)s)
+    UNION ALL
+    (SELECT id, priority, run_at, partition_key FROM {schema}.alk_jobs
+     WHERE queue = %(queue)s AND state = 'processing' AND claim_expires_at < {now}
+       AND attempts < max_attempts AND (expires_at IS NULL OR expires_at > {now})
+     ORDER BY priority DESC, run_at, id LIMIT %(window)s)
+) AS arms
+ORDER BY priority DESC, run_at, id
+LIMIT %(window)s;
+
+-- name: claim_ids
+-- Claim the listed candidates, re-checked as claimable (the pre-claim sweep
+-- ran in the claim statement of this same transaction or is not needed).
 UPDATE {schema}.alk_jobs AS j
 SET state = 'processing',
     attempts = j.attempts + 1,
     worker_id = %(worker)s,
     claim_expires_at = {now} + make_interval(secs => j.visibility_timeout_s)
-FROM chosen
-WHERE j.id = chosen.id
+WHERE j.id = ANY(%(ids)s::bigint[]) AND j.queue = %(queue)s
+  AND (j.state = 'pending' OR (j.claim_expires_at < {now} AND j.attempts < j.max_attempts))
 RETURNING j.id, j.queue, j.payload, j.state, j.priority, j.run_at, j.created_at, j.attempts,
           j.max_attempts, j.visibility_timeout_s, j.retry_base_s, j.expires_at, j.worker_id,
           j.claim_expires_at, j.last_error, NULL::timestamptz, j.dedupe_key;
+
+-- name: set_tat
+UPDATE {schema}.alk_queues SET tat = %(tat)s::float8 WHERE queue = %(queue)s;
+
+-- name: queue_settings
+SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat
+FROM {schema}.alk_queues WHERE queue = %(queue)s;
+
+-- name: all_queue_settings
+SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat
+FROM {schema}.alk_queues ORDER BY queue;
+
+-- name: set_paused
+-- Resume also wakes the queue's consumers (pg_notify: delivered at commit).
+WITH upsert AS (
+    INSERT INTO {schema}.alk_queues (queue, paused) VALUES (%(queue)s, %(paused)s)
+    ON CONFLICT (queue) DO UPDATE SET paused = excluded.paused
+    RETURNING paused
+)
+SELECT pg_notify(%(queue)s, '') FROM upsert WHERE NOT paused;
+
+-- name: await_claims
+-- After a pause commits: wait (in a transaction of its own) until every
+-- transaction writing alk_jobs when the pause committed has ended, so a claim
+-- that began before the pause and did not see it is over before pause()
+-- returns. SHARE ROW EXCLUSIVE conflicts with every writer's ROW EXCLUSIVE;
+-- it is released at once, at the end of the transaction.
+LOCK TABLE {schema}.alk_jobs IN SHARE ROW EXCLUSIVE MODE;
+
+-- name: set_limits
+-- New limits replace the old ones; the rate limiter starts afresh; consumers
+-- held back by the old limits are woken.
+WITH upsert AS (
+    INSERT INTO {schema}.alk_queues (queue, concurrency, partition_concurrency, rate_count,
+                                     rate_period_s, burst, tat)
+    VALUES (%(queue)s, %(concurrency)s, %(partition_concurrency)s, %(rate_count)s,
+            %(rate_period_s)s, %(burst)s, NULL)
+    ON CONFLICT (queue) DO UPDATE
+    SET concurrency = excluded.concurrency,
+        partition_concurrency = excluded.partition_concurrency,
+        rate_count = excluded.rate_count, rate_period_s = excluded.rate_period_s,
+        burst = excluded.burst, tat = NULL
+    RETURNING queue
+)
+SELECT pg_notify(queue, '') FROM upsert;
 
 -- name: ack
 -- Fenced delete. The `fenced` CTE re-reads the row FOR UPDATE under the fencing
@@ -224,8 +346,8 @@ SET state = 'pending', run_at = {now} + make_interval(secs => %(delay)s::float8)
 FROM fenced WHERE j.id = fenced.id;
 
 -- name: release
--- Fenced give-back of a claim that never ran: pending again with this attempt
--- uncounted; run_at and last_error unchanged, so it keeps its place in line.
+-- Fenced give-back with this attempt uncounted: a claim that never ran keeps
+-- its place in line (:delay NULL), a snooze is due after :delay; last_error kept.
 WITH fenced AS MATERIALIZED (
     SELECT id FROM {schema}.alk_jobs
     WHERE id = %(id)s AND queue = %(queue)s AND (state || '') = 'processing'
@@ -233,7 +355,9 @@ WITH fenced AS MATERIALIZED (
     FOR UPDATE
 )
 UPDATE {schema}.alk_jobs AS j
-SET state = 'pending', attempts = j.attempts - 1, worker_id = NULL, claim_expires_at = NULL
+SET state = 'pending', attempts = j.attempts - 1,
+    run_at = COALESCE({now} + make_interval(secs => %(delay)s::float8), j.run_at),
+    worker_id = NULL, claim_expires_at = NULL
 FROM fenced WHERE j.id = fenced.id;
 
 -- name: dead_letter

@@ -38,7 +38,9 @@ CREATE TABLE {schema}.alk_jobs (
     worker_id            text,
     claim_expires_at     timestamptz,
     last_error           text,
-    dedupe_key           text
+    dedupe_key           text,
+    -- the partition of a per-partition concurrency limit (NULL: none); schema v4
+    partition_key        text
 ) WITH (
     fillfactor = 70,
     autovacuum_vacuum_scale_factor = 0.01,
@@ -169,4 +171,25 @@ CREATE TABLE {schema}.alk_outcomes (
     outcome text        NOT NULL,
     count   bigint      NOT NULL,
     PRIMARY KEY (queue, minute, outcome)
+);
+
+-- Schema version 4: flow control (pause, limits, partition keys; migration 0004_flow_control).
+
+-- Running jobs per partition (the per-partition limit counts them at each claim).
+CREATE INDEX alk_jobs_partition ON {schema}.alk_jobs (queue, partition_key, claim_expires_at)
+    WHERE state = 'processing' AND partition_key IS NOT NULL;
+
+-- One row per queue that was ever paused or limited; a queue without a row is
+-- unpaused and unlimited. A limited queue's claims lock its row FOR UPDATE, so
+-- they count running jobs and spend the rate one at a time (race-free). tat is
+-- the rate limiter's state in POSIX seconds (core/flow.py).
+CREATE TABLE {schema}.alk_queues (
+    queue                 text             PRIMARY KEY,
+    paused                boolean          NOT NULL DEFAULT false,
+    concurrency           integer          CHECK (concurrency >= 1),
+    partition_concurrency integer          CHECK (partition_concurrency >= 1),
+    rate_count            integer          CHECK (rate_count >= 1),
+    rate_period_s         double precision CHECK (rate_period_s > 0),
+    burst                 integer          CHECK (burst >= 1),
+    tat                   double precision
 );

@@ -4,8 +4,8 @@
 -- name: insert_job
 -- One live row; run_at and expires_at are already resolved against :now.
 INSERT INTO alk_jobs (queue, payload, priority, run_at, created_at, max_attempts,
-                      visibility_timeout_s, retry_base_s, expires_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);
+                      visibility_timeout_s, retry_base_s, expires_at, partition_key)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: last_id
 SELECT last_insert_rowid();
@@ -14,8 +14,8 @@ SELECT last_insert_rowid();
 -- One live row with a dedupe key: the unique index alk_jobs_dedupe makes a
 -- live duplicate do nothing (no row returned).
 INSERT INTO alk_jobs (queue, payload, priority, run_at, created_at, max_attempts,
-                      visibility_timeout_s, retry_base_s, expires_at, dedupe_key)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                      visibility_timeout_s, retry_base_s, expires_at, partition_key, dedupe_key)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (queue, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
 RETURNING id, dedupe_key;
 
@@ -105,6 +105,77 @@ RETURNING id, queue, payload, state, priority, run_at, created_at, attempts, max
           visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
           last_error, NULL, dedupe_key;
 
+-- name: lapsed_ids
+-- Lapsed claims that a claim may take over (usually none): their holders are
+-- told once the claim commits.
+SELECT id FROM alk_jobs INDEXED BY alk_jobs_processing
+WHERE queue = :queue AND state = 'processing' AND claim_expires_at < :now
+  AND attempts < max_attempts;
+
+-- name: claim_candidates
+-- A partition-limited claim's candidates: both claimable arms in claim order
+-- with their partition keys (core/flow.py picks those whose partition has room).
+SELECT id, partition_key FROM (
+    SELECT id, priority, run_at, partition_key FROM alk_jobs INDEXED BY alk_jobs_pending_claim
+    WHERE queue = :queue AND state = 'pending' AND run_at <= :now
+      AND (expires_at IS NULL OR expires_at > :now)
+    UNION ALL
+    SELECT id, priority, run_at, partition_key FROM alk_jobs INDEXED BY alk_jobs_processing
+    WHERE queue = :queue AND state = 'processing' AND claim_expires_at < :now
+      AND attempts < max_attempts
+      AND (expires_at IS NULL OR expires_at > :now)
+    ORDER BY priority DESC, run_at, id
+    LIMIT :window
+);
+
+-- name: claim_ids
+-- Claim the listed candidates (read in this same write transaction).
+UPDATE alk_jobs
+SET state = 'processing',
+    attempts = attempts + 1,
+    worker_id = :worker,
+    claim_expires_at = :now + visibility_timeout_s
+WHERE id IN (SELECT value FROM json_each(:ids)) AND +queue = :queue
+RETURNING id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
+          visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+          last_error, NULL, dedupe_key;
+
+-- name: count_running
+-- Unexpired claims of a queue (a lapsed claim no longer holds a slot).
+SELECT count(*) FROM alk_jobs INDEXED BY alk_jobs_processing
+WHERE queue = :queue AND state = 'processing' AND claim_expires_at >= :now;
+
+-- name: running_partitions
+SELECT partition_key, count(*) FROM alk_jobs INDEXED BY alk_jobs_partition
+WHERE queue = :queue AND state = 'processing' AND partition_key IS NOT NULL
+  AND claim_expires_at >= :now
+GROUP BY partition_key;
+
+-- name: queue_settings
+SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat
+FROM alk_queues WHERE queue = :queue;
+
+-- name: all_queue_settings
+SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat
+FROM alk_queues ORDER BY queue;
+
+-- name: set_paused
+INSERT INTO alk_queues (queue, paused) VALUES (:queue, :paused)
+ON CONFLICT (queue) DO UPDATE SET paused = excluded.paused;
+
+-- name: set_limits
+-- New limits replace the old ones; the rate limiter starts afresh.
+INSERT INTO alk_queues (queue, concurrency, partition_concurrency, rate_count, rate_period_s,
+                        burst, tat)
+VALUES (:queue, :concurrency, :partition_concurrency, :rate_count, :rate_period_s, :burst, NULL)
+ON CONFLICT (queue) DO UPDATE
+SET concurrency = excluded.concurrency, partition_concurrency = excluded.partition_concurrency,
+    rate_count = excluded.rate_count, rate_period_s = excluded.rate_period_s,
+    burst = excluded.burst, tat = NULL;
+
+-- name: set_tat
+UPDATE alk_queues SET tat = :tat WHERE queue = :queue;
+
 -- name: ack
 -- The fenced delete of one claimed row.
 DELETE FROM alk_jobs
@@ -120,10 +191,11 @@ WHERE id = :id AND queue = :queue AND state = 'processing' AND attempts = :attem
   AND claim_expires_at >= :now;
 
 -- name: release
--- Fenced give-back of a claim that never ran: pending again with this attempt
--- uncounted; run_at and last_error unchanged, so it keeps its place in line.
+-- Fenced give-back with this attempt uncounted: a claim that never ran keeps
+-- its place in line (:run_at NULL), a snooze is due at :run_at; last_error kept.
 UPDATE alk_jobs
-SET state = 'pending', attempts = attempts - 1, worker_id = NULL, claim_expires_at = NULL
+SET state = 'pending', attempts = attempts - 1, run_at = COALESCE(:run_at, run_at),
+    worker_id = NULL, claim_expires_at = NULL
 WHERE id = :id AND queue = :queue AND state = 'processing' AND attempts = :attempts
   AND claim_expires_at >= :now;
 

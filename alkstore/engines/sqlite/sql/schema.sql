@@ -22,7 +22,9 @@ CREATE TABLE alk_jobs (
     worker_id            TEXT,
     claim_expires_at     REAL,
     last_error           TEXT,
-    dedupe_key           TEXT
+    dedupe_key           TEXT,
+    -- the partition of a per-partition concurrency limit (NULL: none); schema v4
+    partition_key        TEXT
 );
 
 -- The claim's pending arm walks this index in claim order and stops at LIMIT
@@ -137,4 +139,23 @@ CREATE TABLE alk_outcomes (
     outcome TEXT    NOT NULL,
     count   INTEGER NOT NULL,
     PRIMARY KEY (queue, minute, outcome)
+) WITHOUT ROWID;
+
+-- Schema version 4: flow control (pause, limits, partition keys; migration 0004_flow_control).
+
+-- Running jobs per partition (the per-partition limit counts them at each claim).
+CREATE INDEX alk_jobs_partition ON alk_jobs (queue, partition_key, claim_expires_at)
+    WHERE state = 'processing' AND partition_key IS NOT NULL;
+
+-- One row per queue that was ever paused or limited; a queue without a row is
+-- unpaused and unlimited. tat is the rate limiter's state (core/flow.py).
+CREATE TABLE alk_queues (
+    queue                 TEXT    PRIMARY KEY,
+    paused                INTEGER NOT NULL DEFAULT 0 CHECK (paused IN (0, 1)),
+    concurrency           INTEGER CHECK (concurrency >= 1),
+    partition_concurrency INTEGER CHECK (partition_concurrency >= 1),
+    rate_count            INTEGER CHECK (rate_count >= 1),
+    rate_period_s         REAL    CHECK (rate_period_s > 0),
+    burst                 INTEGER CHECK (burst >= 1),
+    tat                   REAL
 ) WITHOUT ROWID;
