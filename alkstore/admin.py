@@ -77,6 +77,8 @@ class OutcomeCount(NamedTuple):
     minute: datetime
     outcome: str
     jobs: int
+
+
 class QueueInfo(NamedTuple):
     """A queue's stored flow control (paused, limits) and its counts."""
 
@@ -300,6 +302,7 @@ class Admin:
             assert at is not None
             found.append(OutcomeCount(queue, at, outcome, n))
         return found
+
     async def queues(self) -> list[QueueInfo]:
         """Every queue with jobs or stored settings, by name: paused, limits, counts."""
         engine = self._store._check()

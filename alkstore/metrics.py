@@ -40,7 +40,7 @@ class Metrics:
         self.jobs_finished = Counter(
             "alkstore_jobs_finished",
             "Jobs whose run ended, by queue, task and outcome "
-            "(success, retry, dead, lost, interrupted).",
+            "(success, retry, dead, lost, interrupted, snoozed, cancelled).",
             ["queue", "task", "outcome"],
             registry=reg,
         )

@@ -9,13 +9,13 @@ by ``live.js``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from html import escape
 from urllib.parse import urlencode
 
-from alkstore.admin import JOB_STATES, OutcomeCount, QueueStats, WorkerInfo
+from alkstore.admin import JOB_STATES, OutcomeCount, QueueInfo, QueueStats, WorkerInfo
 from alkstore.cli.render import age, describe_payload
 from alkstore.core.job import Job
 from alkstore.core.results import JobOutcome
@@ -23,6 +23,20 @@ from alkstore.core.results import JobOutcome
 __all__ = ["Page", "esc"]
 
 FAILED = ("retry", "dead", "lost", "interrupted")
+
+
+def _flow(info: QueueInfo | None) -> str:
+    """A queue's pause flag and limits (issue 10) as escaped HTML: ``paused · concurrency 5``."""
+    if info is None:
+        return '<span class="muted">-</span>'
+    parts = ['<span class="bad">paused</span>'] if info.paused else []
+    if info.concurrency is not None:
+        parts.append(f"concurrency {info.concurrency}")
+    if info.partition_concurrency is not None:
+        parts.append(f"{info.partition_concurrency} per partition")
+    if info.rate is not None:
+        parts.append(esc(f"rate {info.rate}" + (f" burst {info.burst}" if info.burst else "")))
+    return " · ".join(parts) or '<span class="muted">-</span>'
 
 
 def esc(value: object) -> str:
@@ -118,8 +132,13 @@ class Page:
 
     # -- overview -------------------------------------------------------------------
     def overview(
-        self, stats: Sequence[QueueStats], history: Sequence[OutcomeCount], now: datetime
+        self,
+        stats: Sequence[QueueStats],
+        history: Sequence[OutcomeCount],
+        now: datetime,
+        flows: Mapping[str, QueueInfo] | None = None,
     ) -> str:
+        flows = flows or {}
         rows = "".join(
             "<tr>"
             f'<td><a href="{esc(self.url("/queues/" + s.queue))}">{esc(s.queue)}</a></td>'
@@ -129,13 +148,14 @@ class Page:
             f'<td class="num{" bad" if s.dead else ""}">'
             f'<a href="{esc(self.url("/queues/" + s.queue, state="dead"))}">{s.dead}</a></td>'
             f'<td class="num">{esc(age(s.oldest_pending_age_s))}</td>'
+            f'<td data-col="flow">{_flow(flows.get(s.queue))}</td>'
             "</tr>"
             for s in stats
         )
         table = (
             '<table id="queues"><thead><tr><th>queue</th><th class="num">pending (due)</th>'
             '<th class="num">delayed</th><th class="num">processing</th><th class="num">dead</th>'
-            '<th class="num">oldest pending</th></tr></thead>'
+            '<th class="num">oldest pending</th><th>flow control</th></tr></thead>'
             f"<tbody>{rows}</tbody></table>"
             if stats
             else '<p class="muted">No jobs in the store yet.</p>'
@@ -153,7 +173,7 @@ class Page:
             if 0 <= i < 60:
                 if h.outcome == "success":
                     ok[i] += h.jobs
-                else:
+                elif h.outcome in FAILED:  # snoozed and cancelled runs are neither
                     bad[i] += h.jobs
         total_ok, total_bad = sum(ok), sum(bad)
         total = total_ok + total_bad
