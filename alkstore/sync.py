@@ -551,6 +551,7 @@ class Admin:
     def outcome_history(self, minutes: int = 60) -> list[_admin.OutcomeCount]:
         """Finished-job counts per queue, minute and outcome over the last ``minutes``."""
         return self._runner.run(self._async.outcome_history(minutes))
+
     def queues(self) -> list[QueueInfo]:
         """Every queue with jobs or stored settings: paused, limits, counts."""
         return self._runner.run(self._async.queues())

@@ -37,6 +37,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 from alkstore.admin import GONE_AFTER_S, JOB_STATES
+from alkstore.cli.render import flow_json
 from alkstore.connect import connect
 from alkstore.core.job import Job
 from alkstore.dashboard.pages import ICON, LIVE_JS, STYLE, Page, now_utc
@@ -279,13 +280,16 @@ def create_app(
     async def overview(request: Request) -> Response:
         admin = (await dash.store()).admin()
         stats = await admin.stats()
+        flows = {i.queue: i for i in await admin.queues()}
         history = await admin.outcome_history(60)
         page = await dash.page(request, request.query_params.get("msg"))
-        return dash.html(page, "Queues", page.overview(stats, history, now_utc()), "overview")
+        body = page.overview(stats, history, now_utc(), flows)
+        return dash.html(page, "Queues", body, "overview")
 
     async def overview_json(request: Request) -> Response:
         admin = (await dash.store()).admin()
-        stats = [s._asdict() for s in await admin.stats()]
+        flows = {i.queue: i for i in await admin.queues()}
+        stats = [s._asdict() | flow_json(flows.get(s.queue)) for s in await admin.stats()]
         history = [
             {**h._asdict(), "minute": h.minute.isoformat()} for h in await admin.outcome_history(60)
         ]

@@ -9,12 +9,13 @@ database's own claim timestamps, never by how long something took here.
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 from pathlib import Path
 
 import alkstore
 from tests.acceptance import apps
-from tests.acceptance.conftest import Workers, wait_until
+from tests.acceptance.conftest import Workers, run_cli, wait_until
 
 
 def _lines(path: Path) -> list[list[str]]:
@@ -193,3 +194,27 @@ async def test_a_worker_whose_claim_was_reclaimed_stops_the_handler(
 
 async def _async_true(value: bool) -> bool:
     return value
+
+
+async def test_the_queues_commands_set_and_show_flow_control_also_as_json(
+    app_store: alkstore.Store, target: object
+) -> None:
+    await app_store.queue("fc").enqueue(b"x")
+    limited = await asyncio.to_thread(
+        run_cli, target, "queues", "limit", "fc", "--concurrency", "3", "--rate", "10/s"
+    )
+    assert limited.returncode == 0, limited.stderr
+    paused = await asyncio.to_thread(run_cli, target, "queues", "pause", "fc")
+    assert paused.returncode == 0 and "paused" in paused.stdout
+    assert (await app_store.queue("fc").info()).paused
+    listed = await asyncio.to_thread(run_cli, target, "queues", "list", "--json")
+    [row] = [r for r in json.loads(listed.stdout) if r["queue"] == "fc"]
+    assert row["paused"] is True and row["concurrency"] == 3 and row["rate"] == "10/s"
+    assert row["partition_concurrency"] is None and row["pending"] == 1
+    stats = await asyncio.to_thread(run_cli, target, "stats", "--json")
+    [counted] = [r for r in json.loads(stats.stdout) if r["queue"] == "fc"]
+    assert counted["pending"] == 1 and counted["paused"] is True
+    assert counted["concurrency"] == 3 and counted["rate"] == "10/s"
+    bad = await asyncio.to_thread(run_cli, target, "queues", "limit", "fc", "--rate", "lots")
+    assert bad.returncode != 0 and "lots" in bad.stderr and "Traceback" not in bad.stderr
+    assert (await app_store.queue("fc").info()).concurrency == 3  # nothing written

@@ -3,6 +3,7 @@ origin checks, /metrics, and the ``alkstore dashboard`` command."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -126,6 +127,28 @@ async def test_dashboard_metrics_and_json_show_the_queues(
     assert "alkstore_queue_oldest_pending_age_seconds{queue=" in text
     status, body, _ = _get(served.url + "/api/overview")
     assert status == 200 and '"queue": "m"' in body.replace('":"', '": "')
+
+
+async def test_the_overview_shows_a_queues_pause_and_limits(
+    store: alkstore.Store, serve: Serve
+) -> None:
+    paused, limited, plain = store.queue("held"), store.queue("capped"), store.queue("free")
+    for q in (paused, limited, plain):
+        await q.enqueue(b"x")
+    await paused.pause()
+    await limited.set_limits(concurrency=3, partition_concurrency=1, rate="10/s")
+    served = serve()
+    status, body, _ = _get(served.url + "/")
+    assert status == 200
+    rows = {r.split("</a>")[0].rsplit(">", 1)[1]: r for r in body.split("<tr>")[2:]}
+    assert 'data-col="flow"><span class="bad">paused</span>' in rows["held"]
+    assert "concurrency 3 · 1 per partition · rate 10/s" in rows["capped"]
+    assert "paused" not in rows["capped"] and "concurrency" not in rows["free"]
+    status, text, _ = _get(served.url + "/api/overview")
+    queues = {q["queue"]: q for q in json.loads(text)["queues"]}
+    assert queues["held"]["paused"] is True and queues["free"]["paused"] is False
+    assert queues["capped"]["concurrency"] == 3 and queues["capped"]["rate"] == "10/s"
+    assert queues["free"]["concurrency"] is None
 
 
 async def test_a_job_page_shows_its_dedupe_key_and_once_finished_its_kept_result(
