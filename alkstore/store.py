@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import random
 import weakref
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -632,13 +632,23 @@ class JobHandle:
             )
         return engine
 
+    async def _consume(self, op: Awaitable[bool]) -> bool:
+        """Run the one-shot ``op``; the handle counts as consumed from before it starts
+        (a concurrent second call raises), and again usable if the database failed."""
+        self._consumed = True
+        try:
+            return await op
+        except BaseException:
+            self._consumed = False
+            raise
+
     async def ack(self) -> bool:
         """Delete the job: it is done."""
         self._start()
         job = self.job
-        done = await self._queue._store._acks.ack(self._queue.name, job.id, job.attempts)
-        self._consumed = True
-        return done
+        return await self._consume(
+            self._queue._store._acks.ack(self._queue.name, job.id, job.attempts)
+        )
 
     async def ack_result(self, value: object, keep_s: float) -> bool:
         """Delete the job and keep ``value`` (JSON) as its result for ``keep_s`` seconds,
@@ -660,15 +670,17 @@ class JobHandle:
         job = self.job
         attempts = job.attempts
         if attempts >= job.max_attempts:
-            done = await engine.dead_letter(
-                self._queue.name, job.id, attempts, ERROR_MAX_ATTEMPTS if error is None else error
+            return await self._consume(
+                engine.dead_letter(
+                    self._queue.name,
+                    job.id,
+                    attempts,
+                    ERROR_MAX_ATTEMPTS if error is None else error,
+                )
             )
-        else:
-            if delay_s is None:
-                delay_s = float(backoff_delay_s(attempts, job.retry_base_s, random.randint))
-            done = await engine.retry(self._queue.name, job.id, attempts, delay_s, error)
-        self._consumed = True
-        return done
+        if delay_s is None:
+            delay_s = float(backoff_delay_s(attempts, job.retry_base_s, random.randint))
+        return await self._consume(engine.retry(self._queue.name, job.id, attempts, delay_s, error))
 
     async def release(self) -> bool:
         """Give the claim back unrun: pending again at its place in line, this attempt
@@ -684,11 +696,11 @@ class JobHandle:
         engine = self._start()
         _check_error(error)
         job = self.job
-        done = await engine.dead_letter(
-            self._queue.name, job.id, job.attempts, ERROR_FAILED if error is None else error
+        return await self._consume(
+            engine.dead_letter(
+                self._queue.name, job.id, job.attempts, ERROR_FAILED if error is None else error
+            )
         )
-        self._consumed = True
-        return done
 
     async def snooze(self, delay_s: float) -> bool:
         """Back to pending after ``delay_s`` without spending an attempt (``attempts``

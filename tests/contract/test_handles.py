@@ -490,3 +490,22 @@ async def test_store_ack_many_refuses_consumed_duplicate_or_foreign_handles(
         await sibling.ack_many([second])
     assert not second.consumed
     assert await store.ack_many([second]) == [True]
+
+
+@pytest.mark.parametrize("first", ["ack", "retry", "fail"])
+@pytest.mark.parametrize("second", ["ack", "retry", "fail"])
+async def test_concurrent_one_shot_ops_on_one_handle_consume_it_once(
+    store: alkstore.Store, qname: str, first: str, second: str
+) -> None:
+    # two calls started together: the first wins, the second raises before any I/O
+    q = store.queue(qname, QueueOpts(max_attempts=3))
+    await q.enqueue(b"")
+    handle = await claim(q)
+    ops = {
+        "ack": lambda: handle.ack(),
+        "retry": lambda: handle.retry(delay_s=30),
+        "fail": lambda: handle.fail(),
+    }
+    results = await asyncio.gather(ops[first](), ops[second](), return_exceptions=True)
+    assert results[0] is True
+    assert isinstance(results[1], HandleConsumedError)
