@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from alkstore.core.flow import QueueSettings, Rate
 from alkstore.core.job import Job, _utc
 from alkstore.core.names import check_name, check_worker_id
-from alkstore.core.options import check_positive
+from alkstore.core.options import check_positive, describe
 from alkstore.core.results import JobOutcome
 from alkstore.errors import InvalidArgumentError
 
@@ -114,7 +114,7 @@ def _unset(queue: str) -> QueueSettings:
 def _check_id(job_id: object) -> int:
     # an int, or an int subclass such as a task's Deferred call (never a bool)
     if not isinstance(job_id, int) or isinstance(job_id, bool) or not 1 <= job_id <= _ID_MAX:
-        raise InvalidArgumentError(f"job id must be a positive int, got {job_id!r}")
+        raise InvalidArgumentError(f"job id must be a positive int, got {describe(job_id)}")
     return int(job_id)
 
 
@@ -132,11 +132,11 @@ class Admin:
         check_name(queue)
         if state is not None and state not in JOB_STATES:
             raise InvalidArgumentError(
-                f"invalid state {state!r}: use one of {', '.join(JOB_STATES)}"
+                f"invalid state {describe(state)}: use one of {', '.join(JOB_STATES)}"
             )
         if type(limit) is not int or not 1 <= limit <= LIST_LIMIT_MAX:
             raise InvalidArgumentError(
-                f"limit must be an int in [1, {LIST_LIMIT_MAX}], got {limit!r}"
+                f"limit must be an int in [1, {LIST_LIMIT_MAX}], got {describe(limit)}"
             )
         return [Job(row) for row in await engine.list_jobs(queue, state, limit)]
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from alkstore.connect import connect
 from alkstore.core.names import check_name, check_schema
-from alkstore.core.options import QueueOpts, check_positive
+from alkstore.core.options import QueueOpts, check_positive, describe
 from alkstore.errors import InvalidArgumentError, StoreClosedError
 from alkstore.store import Store
 from alkstore.tasks import Task
@@ -106,17 +106,19 @@ class App:
         fail_types = tuple(fail_on)
         for kind in fail_types:
             if not (isinstance(kind, type) and issubclass(kind, BaseException)):
-                raise InvalidArgumentError(f"fail_on must hold exception types, got {kind!r}")
+                raise InvalidArgumentError(
+                    f"fail_on must hold exception types, got {describe(kind)}"
+                )
         if name is not None and (type(name) is not str or not name):
-            raise InvalidArgumentError(f"task name must be a non-empty str, got {name!r}")
+            raise InvalidArgumentError(f"task name must be a non-empty str, got {describe(name)}")
 
         def register(func: Callable[P, R]) -> Task[P, R]:
             if not callable(func):
-                raise InvalidArgumentError(f"a task must be a function, got {func!r}")
+                raise InvalidArgumentError(f"a task must be a function, got {describe(func)}")
             task_name = name or default_task_name(func)
             if task_name in self.tasks:
                 raise InvalidArgumentError(
-                    f"task name {task_name!r} is already registered on this app; "
+                    f"task name {describe(task_name)} is already registered on this app; "
                     "pass name=... to tell them apart"
                 )
             task = Task(
@@ -266,4 +268,4 @@ class App:
         return asyncio.run(main())
 
     def __repr__(self) -> str:
-        return f"<alkstore.App url={self.url!r} tasks={sorted(self.tasks)}>"
+        return f"<alkstore.App url={describe(self.url)} tasks={sorted(self.tasks)}>"

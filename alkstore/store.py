@@ -29,6 +29,7 @@ from alkstore.core.options import (
     Stamps,
     check_non_negative,
     check_positive,
+    describe,
     resolve,
 )
 from alkstore.core.payload import encode_notify_payload, encode_payload
@@ -68,14 +69,15 @@ def _check_opts(opts: QueueOpts | None) -> QueueOpts:
     if opts is None:
         return DEFAULT_QUEUE_OPTS
     if not isinstance(opts, QueueOpts):
-        raise InvalidArgumentError(f"opts must be a QueueOpts, got {opts!r}")
+        raise InvalidArgumentError(f"opts must be a QueueOpts, got {describe(opts)}")
     return opts
 
 
 def _check_error(error: object) -> str | None:
     if error is not None and (type(error) is not str or not is_storable_text(error)):
         raise InvalidArgumentError(
-            f"error must be None or a str of valid UTF-8 without NUL characters, got {error!r}"
+            "error must be None or a str of valid UTF-8 without NUL characters, "
+            f"got {describe(error)}"
         )
     return error
 
@@ -87,16 +89,22 @@ def _check_job_id(job_id: object) -> int:
         or isinstance(job_id, bool)
         or not _JOB_ID_MIN <= job_id <= _JOB_ID_MAX
     ):
-        raise InvalidArgumentError(f"job id must be a 64-bit int, got {job_id!r}")
+        raise InvalidArgumentError(f"job id must be a 64-bit int, got {describe(job_id)}")
     return int(job_id)
 
 
+def _items(what: str, values: object) -> list[Any]:
+    """``values`` as a list, if it is an iterable other than text or a mapping."""
+    if not isinstance(values, str | bytes | bytearray | memoryview | dict):
+        try:
+            return list(values)  # type: ignore[call-overload]  # TypeError if not iterable
+        except TypeError:
+            pass
+    raise InvalidArgumentError(f"{what} takes a list, got {describe(values)}")
+
+
 def _encode_many(payloads: Iterable[object]) -> list[bytes]:
-    if isinstance(payloads, str | bytes | bytearray | memoryview | dict):
-        raise InvalidArgumentError(
-            f"enqueue_many takes a list of payloads, got {type(payloads).__name__}"
-        )
-    return [p if type(p) is bytes else encode_payload(p) for p in payloads]
+    return [p if type(p) is bytes else encode_payload(p) for p in _items("enqueue_many", payloads)]
 
 
 class Store:
@@ -137,7 +145,7 @@ class Store:
                     "this store was opened in a parent process and inherited across fork(); "
                     "call alkstore.connect() again in the child"
                 )
-            raise StoreClosedError(f"store {self.url!r} is closed")
+            raise StoreClosedError(f"store {describe(self.url)} is closed")
         return self._engine
 
     def queue(self, name: str, opts: QueueOpts | None = None) -> Queue:
@@ -237,7 +245,7 @@ class Store:
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
-        return f"<alkstore.Store {self.url!r} {state}>"
+        return f"<alkstore.Store {describe(self.url)} {state}>"
 
 
 def _dedupe_keys(
@@ -433,7 +441,7 @@ class Queue(_Enqueuing):
         engine = self._store._check()
         check_worker_id(worker_id)
         if type(n) is not int:
-            raise InvalidArgumentError(f"n must be an int, got {n!r}")
+            raise InvalidArgumentError(f"n must be an int, got {describe(n)}")
         if n <= 0:
             return [], None
         # a LIMIT is a signed 64-bit integer on every engine; more than that is "all"
@@ -513,9 +521,7 @@ class Queue(_Enqueuing):
     async def ack_batch(self, ids: Iterable[int]) -> int:
         """Delete each listed job that is processing with an unexpired claim; count them."""
         engine = self._store._check()
-        if isinstance(ids, str | bytes | int):
-            raise InvalidArgumentError(f"ids must be a list of ints, got {ids!r}")
-        id_list = [_check_job_id(job_id) for job_id in ids]
+        id_list = [_check_job_id(job_id) for job_id in _items("ack_batch", ids)]
         if not id_list:
             return 0
         return await engine.ack_batch(self.name, id_list)
@@ -585,7 +591,7 @@ class Queue(_Enqueuing):
         self._store._check()
         check_worker_id(worker_id)
         if type(batch) is not int or batch < 1:
-            raise InvalidArgumentError(f"batch must be an int >= 1, got {batch!r}")
+            raise InvalidArgumentError(f"batch must be an int >= 1, got {describe(batch)}")
         poll = check_positive("poll_interval_s", poll_interval_s)
         async with self._store._wake_subscription(self.name) as sub:
             loop = ClaimLoop((self,), sub, poll)
@@ -607,7 +613,7 @@ class Queue(_Enqueuing):
                 self._store._loops.discard(loop)
 
     def __repr__(self) -> str:
-        return f"<alkstore.Queue {self.name!r}>"
+        return f"<alkstore.Queue {describe(self.name)}>"
 
 
 class JobHandle:
@@ -726,7 +732,7 @@ class JobHandle:
         return self._consumed
 
     def __repr__(self) -> str:
-        return f"<alkstore.JobHandle {self.job!r}>"
+        return f"<alkstore.JobHandle {describe(self.job)}>"
 
 
 class Transaction:
@@ -775,8 +781,8 @@ class Transaction:
     ) -> list[Row]:
         """Run your own SQL in this transaction (the engine's parameter style)."""
         tx = self._open()
-        if type(sql) is not str or not sql.strip():
-            raise InvalidArgumentError(f"sql must be a non-empty str, got {sql!r}")
+        if type(sql) is not str or not sql.strip() or not is_storable_text(sql):
+            raise InvalidArgumentError(f"sql must be a non-empty str, got {describe(sql)}")
         return await tx.execute(sql, params)
 
     async def notify(self, channel: str, payload: str = "") -> None:

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from alkstore.core.dedupe import Enqueued
-from alkstore.core.options import EnqueueOpts, QueueOpts, check_non_negative
+from alkstore.core.options import EnqueueOpts, QueueOpts, check_non_negative, describe
 from alkstore.core.payload import encode_payload
 from alkstore.errors import InvalidArgumentError, PayloadError
 from alkstore.store import Transaction
@@ -77,7 +77,9 @@ def encode_call(
     try:
         return encode_payload(envelope)
     except PayloadError as e:
-        raise PayloadError(f"arguments of task {name!r} cannot be encoded as JSON: {e}") from e
+        raise PayloadError(
+            f"arguments of task {describe(name)} cannot be encoded as JSON: {e}"
+        ) from e
 
 
 def decode_call(payload: bytes) -> tuple[str, dict[str, Any]]:
@@ -101,7 +103,7 @@ def decode_envelope(payload: bytes) -> tuple[str, dict[str, Any], dict[str, str]
         or not isinstance(data.get("args", {}), dict)
     ):
         raise BadCall(
-            f"payload {payload[:80]!r} is not a task call: "
+            f"payload {describe(payload[:80])} is not a task call: "
             'expected JSON {"task": name, "args": {...}}'
         )
     return data["task"], data.get("args", {}), headers_of(data.get("trace"))
@@ -259,9 +261,13 @@ class Task(Generic[P, R]):
             if name in arguments:
                 value = arguments[name]
                 if param.kind is param.VAR_POSITIONAL and not isinstance(value, list | tuple):
-                    raise BadCall(f"task {self.name!r}: *{name} must be a list, got {value!r}")
+                    raise BadCall(
+                        f"task {self.name!r}: *{name} must be a list, got {describe(value)}"
+                    )
                 if param.kind is param.VAR_KEYWORD and not isinstance(value, dict):
-                    raise BadCall(f"task {self.name!r}: **{name} must be an object, got {value!r}")
+                    raise BadCall(
+                        f"task {self.name!r}: **{name} must be an object, got {describe(value)}"
+                    )
                 ordered[name] = value
         bound = inspect.BoundArguments(self.signature, ordered)
         args, kwargs = list(bound.args), dict(bound.kwargs)
@@ -311,7 +317,7 @@ class Task(Generic[P, R]):
         return TaskCall(self, opts)
 
     def __repr__(self) -> str:
-        return f"<alkstore.Task {self.name!r} queue={self.queue!r}>"
+        return f"<alkstore.Task {describe(self.name)} queue={describe(self.queue)}>"
 
 
 class TaskCall(Generic[P, R]):
@@ -335,7 +341,9 @@ class TaskCall(Generic[P, R]):
     async def defer_in(self, tx: Transaction, *args: P.args, **kwargs: P.kwargs) -> Deferred:
         """Enqueue one call inside the transaction ``tx``."""
         if not isinstance(tx, Transaction):
-            raise InvalidArgumentError(f"defer_in needs an alkstore.Transaction, got {tx!r}")
+            raise InvalidArgumentError(
+                f"defer_in needs an alkstore.Transaction, got {describe(tx)}"
+            )
         task = self.task
         with create_span(task.queue) as trace:
             payload = task._traced_payload(trace, *args, **kwargs)

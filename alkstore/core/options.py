@@ -16,7 +16,7 @@ from alkstore.core.dedupe import check_dedupe_key
 from alkstore.core.names import is_storable_text
 from alkstore.errors import InvalidArgumentError
 
-__all__ = ["EnqueueOpts", "QueueOpts", "Stamps", "check_positive", "resolve"]
+__all__ = ["EnqueueOpts", "QueueOpts", "Stamps", "check_positive", "describe", "resolve"]
 
 # priorities live in a 32-bit integer column on every engine
 PRIORITY_MIN = -(2**31)
@@ -26,12 +26,30 @@ DURATION_MAX_S = 100 * 365 * 86400.0
 PARTITION_KEY_MAX = 200
 
 
+def describe(value: object, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters; never raises (an int past
+    Python's 4300-digit limit, or a ``__repr__`` that raises, is shown by type)."""
+    try:
+        text = repr(value)
+    except Exception:  # a message must never fail to be built
+        if type(value) is int:
+            return f"<int of {value.bit_length()} bits>"
+        text = f"<{type(value).__name__} object>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _number(name: str, value: object) -> float:
     if type(value) not in (int, float):  # bool is excluded on purpose
-        raise InvalidArgumentError(f"{name} must be a number, got {value!r}")
-    f = float(value)  # type: ignore[arg-type]  # checked just above
+        raise InvalidArgumentError(f"{name} must be a number, got {describe(value)}")
+    try:
+        f = float(value)  # type: ignore[arg-type]  # checked just above
+    except OverflowError:  # an int past float's range, e.g. 10**400
+        f = math.inf
     if not math.isfinite(f) or f > DURATION_MAX_S:
-        raise InvalidArgumentError(f"{name} must be a finite number of seconds, got {value!r}")
+        raise InvalidArgumentError(
+            f"{name} must be a finite number of seconds up to {DURATION_MAX_S:.0f}, "
+            f"got {describe(value)}"
+        )
     return f
 
 
@@ -39,7 +57,7 @@ def check_positive(name: str, value: object) -> float:
     """Return ``value`` as seconds if it is a finite number > 0."""
     f = _number(name, value)
     if f <= 0:
-        raise InvalidArgumentError(f"{name} must be > 0, got {value!r}")
+        raise InvalidArgumentError(f"{name} must be > 0, got {describe(value)}")
     return f
 
 
@@ -47,7 +65,7 @@ def check_non_negative(name: str, value: object) -> float:
     """Return ``value`` as seconds if it is a finite number >= 0."""
     f = _number(name, value)
     if f < 0:
-        raise InvalidArgumentError(f"{name} must be >= 0, got {value!r}")
+        raise InvalidArgumentError(f"{name} must be >= 0, got {describe(value)}")
     return f
 
 
@@ -55,7 +73,7 @@ def check_priority(name: str, value: object) -> int:
     """Return ``value`` if it is an int within the 32-bit priority range."""
     if type(value) is not int or not PRIORITY_MIN <= value <= PRIORITY_MAX:
         raise InvalidArgumentError(
-            f"{name} must be an int in [{PRIORITY_MIN}, {PRIORITY_MAX}], got {value!r}"
+            f"{name} must be an int in [{PRIORITY_MIN}, {PRIORITY_MAX}], got {describe(value)}"
         )
     return value
 
@@ -63,7 +81,7 @@ def check_priority(name: str, value: object) -> int:
 def check_attempts(name: str, value: object) -> int:
     """Return ``value`` if it is an int >= 1 (and fits a 32-bit column)."""
     if type(value) is not int or not 1 <= value <= PRIORITY_MAX:
-        raise InvalidArgumentError(f"{name} must be an int >= 1, got {value!r}")
+        raise InvalidArgumentError(f"{name} must be an int >= 1, got {describe(value)}")
     return value
 
 
@@ -133,10 +151,12 @@ class EnqueueOpts:
             check_non_negative("delay_s", self.delay_s)
         if self.run_at is not None:
             if not isinstance(self.run_at, datetime):
-                raise InvalidArgumentError(f"run_at must be a datetime, got {self.run_at!r}")
+                raise InvalidArgumentError(
+                    f"run_at must be a datetime, got {describe(self.run_at)}"
+                )
             if self.run_at.tzinfo is None or self.run_at.utcoffset() is None:
                 raise InvalidArgumentError(
-                    f"run_at must be timezone-aware, got naive {self.run_at!r}"
+                    f"run_at must be timezone-aware, got naive {describe(self.run_at)}"
                 )
         if self.expires_in_s is not None:
             check_positive("expires_in_s", self.expires_in_s)
@@ -174,7 +194,7 @@ def resolve(queue: QueueOpts, opts: EnqueueOpts | None) -> Stamps:
             float(queue.retry_base_s),
         )
     if not isinstance(opts, EnqueueOpts):
-        raise InvalidArgumentError(f"opts must be an EnqueueOpts, got {opts!r}")
+        raise InvalidArgumentError(f"opts must be an EnqueueOpts, got {describe(opts)}")
     if opts.delay_s is not None:
         delay, run_at = float(opts.delay_s), None
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from alkstore.core.options import describe
 from alkstore.errors import PayloadError
 
 __all__ = ["NOTIFY_PAYLOAD_MAX_BYTES", "encode_notify_payload", "encode_payload"]
@@ -13,12 +14,7 @@ NOTIFY_PAYLOAD_MAX_BYTES = 7999  # PostgreSQL's limit (under 8000 bytes), on eve
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
 
-def _describe(value: object) -> str:
-    try:
-        text = repr(value)
-    except RecursionError:  # a deeply nested value cannot even be shown
-        text = f"<deeply nested {type(value).__name__}>"
-    return text if len(text) <= 80 else text[:77] + "..."
+_describe = describe
 
 
 def encode_payload(payload: object) -> bytes:
@@ -35,7 +31,7 @@ def encode_payload(payload: object) -> bytes:
         return bytes(payload)
     try:
         return _dumps(payload).encode()
-    except (TypeError, ValueError, RecursionError, UnicodeEncodeError) as e:
+    except Exception as e:  # TypeError, ValueError (4300 digits), a raising __iter__…
         raise PayloadError(
             f"payload {_describe(payload)} of type {kind.__name__} is not JSON-serialisable: {e}"
         ) from e

@@ -6,6 +6,7 @@ import os
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from alkstore.core.options import describe
 from alkstore.engine import Engine
 from alkstore.errors import EngineError, InvalidArgumentError
 
@@ -19,7 +20,7 @@ def resolve_url(url: str | None) -> str:
     if url is None:
         url = os.environ.get("ALKSTORE_URL") or DEFAULT_URL
     if type(url) is not str or not url:
-        raise InvalidArgumentError(f"store URL must be a non-empty str, got {url!r}")
+        raise InvalidArgumentError(f"store URL must be a non-empty str, got {describe(url)}")
     return url
 
 
@@ -32,9 +33,9 @@ def open_engine(url: str, schema: str, options: dict[str, Any]) -> Engine:
 
         # sqlite:///relative.db -> "relative.db"; sqlite:////abs.db -> "/abs.db"
         path = parts.path[1:] if parts.path.startswith("/") else parts.path
-        if parts.netloc or not path:
+        if parts.netloc or not path or "\x00" in path:
             raise InvalidArgumentError(
-                f"invalid SQLite URL {url!r}: use sqlite:///relative.db or sqlite:////abs/path.db"
+                f"invalid SQLite URL {describe(url)}: use sqlite:///relative.db or sqlite:////abs/path.db"
             )
         return SqliteEngine.from_options(path, {**query, **options})
     if parts.scheme in ("postgresql", "postgres"):
@@ -49,5 +50,5 @@ def open_engine(url: str, schema: str, options: dict[str, Any]) -> Engine:
 
         return PostgresEngine.from_url(url, schema, options)
     raise InvalidArgumentError(
-        f"unsupported store URL {url!r}: use sqlite:///path.db or postgresql://user@host/db"
+        f"unsupported store URL {describe(url)}: use sqlite:///path.db or postgresql://user@host/db"
     )

@@ -13,10 +13,12 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from psycopg import pq
 
+from alkstore.core.options import DURATION_MAX_S, describe
 from alkstore.errors import InvalidArgumentError
 
 __all__ = ["OPTION_NAMES", "PgSettings", "parse_settings"]
 
+_INT_MAX = 2**31 - 1
 WAKE_MODES = ("coalesce", "on", "off")
 _SWITCH = {"on": True, "off": False, "true": True, "false": False, "1": True, "0": False}
 
@@ -52,23 +54,28 @@ def _libpq_keywords() -> frozenset[str]:
 
 def _int(key: str, value: object, minimum: int) -> int:
     if isinstance(value, bool):
-        raise InvalidArgumentError(f"{key} must be an int, got {value!r}")
+        raise InvalidArgumentError(f"{key} must be an int, got {describe(value)}")
     try:
         number = value if isinstance(value, int) else int(str(value))
     except ValueError:
-        raise InvalidArgumentError(f"{key} must be an int, got {value!r}") from None
-    if number < minimum:
-        raise InvalidArgumentError(f"{key} must be an int >= {minimum}, got {value!r}")
+        raise InvalidArgumentError(f"{key} must be an int, got {describe(value)}") from None
+    if not minimum <= number <= _INT_MAX:
+        raise InvalidArgumentError(
+            f"{key} must be an int in [{minimum}, {_INT_MAX}], got {describe(value)}"
+        )
     return number
 
 
 def _float(key: str, value: object, minimum: float) -> float:
     try:
         number = float(value)  # type: ignore[arg-type]  # validated by the except below
-    except (TypeError, ValueError):
-        raise InvalidArgumentError(f"{key} must be a number, got {value!r}") from None
-    if isinstance(value, bool) or not number >= minimum or number == float("inf"):
-        raise InvalidArgumentError(f"{key} must be a finite number >= {minimum}, got {value!r}")
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidArgumentError(f"{key} must be a number, got {describe(value)}") from None
+    if isinstance(value, bool) or not minimum <= number <= DURATION_MAX_S:
+        raise InvalidArgumentError(
+            f"{key} must be a finite number in [{minimum}, {DURATION_MAX_S:.0f}], "
+            f"got {describe(value)}"
+        )
     return number
 
 
@@ -77,7 +84,7 @@ def _switch(key: str, value: object) -> bool:
         return value
     found = _SWITCH.get(str(value).lower())
     if found is None:
-        raise InvalidArgumentError(f"{key} must be on or off, got {value!r}")
+        raise InvalidArgumentError(f"{key} must be on or off, got {describe(value)}")
     return found
 
 
@@ -107,7 +114,9 @@ def parse_settings(url: str, options: dict[str, Any]) -> PgSettings:
 
     wake = str(ours.get("wake", "coalesce")).lower()
     if wake not in WAKE_MODES:
-        raise InvalidArgumentError(f"wake must be one of {', '.join(WAKE_MODES)}, got {wake!r}")
+        raise InvalidArgumentError(
+            f"wake must be one of {', '.join(WAKE_MODES)}, got {describe(wake)}"
+        )
     pool_min = _int("pool_min", ours.get("pool_min", 1), 0)
     pool_max = _int("pool_max", ours.get("pool_max", max(10, pool_min)), 1)
     if pool_max < pool_min:

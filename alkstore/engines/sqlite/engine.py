@@ -37,7 +37,7 @@ from alkstore.core.flow import (
     pick_partitions,
 )
 from alkstore.core.job import Row
-from alkstore.core.options import Stamps, check_positive
+from alkstore.core.options import Stamps, check_positive, describe
 from alkstore.core.results import RESULTS_CHANNEL
 from alkstore.engine import NoteSink
 from alkstore.engines.queries import load_queries
@@ -91,7 +91,7 @@ class SqliteEngine:
     ) -> None:
         if synchronous.lower() not in _SYNCHRONOUS:
             raise InvalidArgumentError(
-                f"invalid synchronous={synchronous!r}: use one of {', '.join(_SYNCHRONOUS)}"
+                f"invalid synchronous={describe(synchronous)}: use one of {', '.join(_SYNCHRONOUS)}"
             )
         self.path = os.path.abspath(path)
         self.synchronous = _SYNCHRONOUS[synchronous.lower()]
@@ -124,10 +124,10 @@ class SqliteEngine:
 
         def number(key: str, default: float) -> float:
             value = options.get(key, default)
-            try:
-                return float(value)
-            except (TypeError, ValueError):
-                raise InvalidArgumentError(f"{key} must be a number, got {value!r}") from None
+            if type(value) is str:
+                with contextlib.suppress(ValueError):
+                    value = float(value)
+            return check_positive(key, value)
 
         return cls(
             path,
@@ -190,7 +190,7 @@ class SqliteEngine:
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         """One hop to the engine thread (waits while another task's transaction is open)."""
         if self._closed:
-            raise StoreClosedError(f"store on {self.path!r} is closed")
+            raise StoreClosedError(f"store on {describe(self.path)} is closed")
         lock = self._lock
         assert lock is not None and self._loop is not None
         if lock.locked():
@@ -780,7 +780,7 @@ class SqliteEngine:
     # -- transactions -------------------------------------------------------------
     async def begin(self) -> SqliteTransaction:
         if self._closed:
-            raise StoreClosedError(f"store on {self.path!r} is closed")
+            raise StoreClosedError(f"store on {describe(self.path)} is closed")
         if _in_transaction.get() is self:
             raise InvalidArgumentError("this store's transaction is already open in this task")
         lock = self._lock
@@ -811,7 +811,7 @@ class SqliteTransaction:
     async def _hop(self, fn: Callable[..., T], *args: Any) -> T:
         engine = self._engine
         if engine._closed:
-            raise StoreClosedError(f"store on {engine.path!r} is closed")
+            raise StoreClosedError(f"store on {describe(engine.path)} is closed")
         assert engine._loop is not None
         return await engine._loop.run_in_executor(engine._executor, engine._guarded, fn, *args)
 
