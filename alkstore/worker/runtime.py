@@ -59,7 +59,7 @@ from urllib.parse import urlsplit, urlunsplit
 from alkstore.consume import ClaimLoop
 from alkstore.core.flow import CANCEL_NOTE, RECLAIMED_NOTE
 from alkstore.core.names import check_name, check_worker_id
-from alkstore.core.options import QueueOpts, check_non_negative, check_positive
+from alkstore.core.options import QueueOpts, check_non_negative, check_positive, describe
 from alkstore.core.results import encode_result
 from alkstore.errors import AlkstoreError, InvalidArgumentError, PayloadError, StoreClosedError
 from alkstore.store import JobHandle, Queue, Store
@@ -237,7 +237,9 @@ class Worker:
             raise InvalidArgumentError("no queues to work: register a task or pass queues")
         self.queues = [check_name(q) for q in dict.fromkeys(names)]
         if type(concurrency) is not int or concurrency < 1:
-            raise InvalidArgumentError(f"concurrency must be an int >= 1, got {concurrency!r}")
+            raise InvalidArgumentError(
+                f"concurrency must be an int >= 1, got {describe(concurrency)}"
+            )
         self.concurrency = concurrency
         if prefetch is None:
             prefetch = max(2 * concurrency, 32)
@@ -548,9 +550,13 @@ class Worker:
         try:
             name, arguments, trace = decode_envelope(job.payload)
             task = self.app.tasks.get(name)
-            if task is None:
+            if task is None:  # e.g. a rolling deploy: a newer worker may know it
                 known = ", ".join(sorted(self.app.tasks)) or "none"
-                raise BadCall(f"unknown task {name!r} (this worker knows: {known})")
+                run.done = True
+                await self._retry(
+                    run, name, f"unknown task {describe(name)} (this worker knows: {known})"
+                )
+                return
             args, kwargs = task.call_arguments(arguments)
         except BadCall as e:
             run.done = True
