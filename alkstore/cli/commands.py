@@ -13,9 +13,12 @@ import asyncio
 import importlib
 import logging
 import os
+import re
 import sys
+import traceback
 from collections.abc import Awaitable, Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -23,6 +26,7 @@ import click
 from alkstore.admin import GONE_AFTER_S, JOB_STATES
 from alkstore.app import App
 from alkstore.cli import render
+from alkstore.cli.logs import LOG_FORMATS, setup_logging
 from alkstore.connect import connect
 from alkstore.core.options import EnqueueOpts
 from alkstore.errors import AlkstoreError, InvalidArgumentError, InvalidNameError, PayloadError
@@ -99,6 +103,23 @@ def _run(coro: Awaitable[T]) -> T:
 async def _open(ctx: click.Context, url: str | None, schema: str | None) -> Store:
     url, schema = _target(ctx, url, schema)
     return await connect(url, schema=schema)
+
+
+# API parameter -> the CLI option that sets it, for messages a CLI user can act on
+_CLI_OPTIONS = {
+    "delay_s": "--delay",
+    "expires_in_s": "--expires-in",
+    "max_attempts": "--max-attempts",
+    "priority": "--priority",
+    "run_at": "--run-at",
+}
+
+
+def _cli_names(message: str) -> str:
+    """``message`` with API parameter names replaced by the CLI options that set them."""
+    for name, option in _CLI_OPTIONS.items():
+        message = re.sub(rf"\b{name}\b", option, message)
+    return message
 
 
 def _job_id(text: str) -> int:
@@ -180,7 +201,7 @@ def enqueue(
                 f"invalid --run-at {run_at!r}: use ISO 8601, e.g. 2030-01-01T09:00Z"
             ) from None
 
-    async def go() -> int:
+    try:
         opts = EnqueueOpts(
             priority=priority,
             delay_s=delay,
@@ -188,24 +209,54 @@ def enqueue(
             expires_in_s=expires_in,
             max_attempts=max_attempts,
         )
+    except InvalidArgumentError as e:
+        raise BadInput(_cli_names(_one_line(e))) from None
+
+    async def go() -> int:
         async with await _open(ctx, url, schema) as store:
             return await store.queue(queue).enqueue(payload, opts)
 
     click.echo(_run(go()))
 
 
-def load_app(spec: str) -> App:
-    """``module:attribute`` (or ``module``, attribute ``app``) naming an :class:`App`."""
-    module_name, _, attr = spec.partition(":")
+def _import_app_module(module_name: str, show_traceback: bool) -> Any:
+    """Import ``module_name`` (a dotted name, or a path to a ``.py`` file); any failure
+    in the user's module is one line naming it (``--traceback`` for the whole)."""
+    path = Path(module_name)
+    try:
+        if module_name.endswith(".py") or os.sep in module_name:
+            if not path.is_file():
+                raise BadInput(f"cannot import app module {module_name!r}: no such file")
+            directory = str(path.resolve().parent)
+            if directory not in sys.path:
+                sys.path.insert(0, directory)
+            return importlib.import_module(path.stem)
+        if os.getcwd() not in sys.path and "" not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        return importlib.import_module(module_name)
+    except click.ClickException:
+        raise
+    except BaseException as e:  # SyntaxError, ImportError, or whatever the module raised
+        if isinstance(e, KeyboardInterrupt | SystemExit):
+            raise
+        if show_traceback or _debug():
+            traceback.print_exception(e)
+        where = ""
+        if isinstance(e, SyntaxError) and e.filename:
+            where = f" ({e.filename}, line {e.lineno})"
+        detail = f"{type(e).__name__}: {_one_line(e)}{where}"
+        hint = "" if show_traceback else " (--traceback shows where)"
+        raise BadInput(f"cannot import app module {module_name!r}: {detail}{hint}") from None
+
+
+def load_app(spec: str, *, show_traceback: bool = False) -> App:
+    """``module:attribute`` or ``path/to/file.py:attribute`` (attribute defaults to ``app``)
+    naming an :class:`App`."""
+    module_name, _, attr = spec.rpartition(":") if ":" in spec else (spec, "", "")
     attr = attr or "app"
     if not module_name:
         raise BadInput(f"invalid app {spec!r}: use module:attribute, e.g. myapp:app")
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise BadInput(f"cannot import app module {module_name!r}: {_one_line(e)}") from None
+    module = _import_app_module(module_name, show_traceback)
     app = getattr(module, attr, None)
     if not isinstance(app, App):
         found = "nothing" if app is None else type(app).__name__
@@ -213,84 +264,145 @@ def load_app(spec: str) -> App:
     return app
 
 
+def _worker_option(*names: str, env: str, **kwargs: Any) -> Callable[[F], F]:
+    """A worker option settable by flag or by environment variable ``env``."""
+    return click.option(*names, envvar=env, show_envvar=True, **kwargs)
+
+
 @cli.command()
 @click.argument("app_spec", metavar="MODULE:APP")
-@click.option("--queue", "-q", "queues", multiple=True, help="Queue to work (repeatable).")
-@click.option("--concurrency", "-c", type=click.IntRange(min=1), default=8, show_default=True)
-@click.option(
+@_worker_option(
+    "--queue",
+    "-q",
+    env="ALKSTORE_WORKER_QUEUES",
+    multiple=True,
+    help="Queue to work (repeatable; the variable is space-separated) [every queue of the "
+    "app's tasks].",
+)
+@_worker_option(
+    "--concurrency",
+    "-c",
+    env="ALKSTORE_WORKER_CONCURRENCY",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Jobs run at once (sync tasks: threads).",
+)
+@_worker_option(
     "--prefetch",
+    env="ALKSTORE_WORKER_PREFETCH",
     type=click.IntRange(min=0),
     default=None,
     help="Cap on jobs claimed ahead while handlers run [max(2×concurrency, 32)]; 0: none.",
 )
-@click.option(
+@_worker_option(
     "--grace",
+    env="ALKSTORE_WORKER_GRACE",
     type=click.FloatRange(min=0),
     default=30.0,
     show_default=True,
     help="Seconds running jobs get to finish after SIGTERM/SIGINT.",
 )
-@click.option(
+@_worker_option(
     "--poll-interval",
+    env="ALKSTORE_WORKER_POLL_INTERVAL",
     type=click.FloatRange(min=0.001),
     default=1.0,
     show_default=True,
-    help="Re-poll interval covering a lost wake.",
+    help="Seconds between re-polls covering a lost wake.",
 )
-@click.option(
+@_worker_option(
     "--sweep-interval",
+    env="ALKSTORE_WORKER_SWEEP_INTERVAL",
     type=click.FloatRange(min=0.001),
     default=60.0,
     show_default=True,
     help="Seconds between sweeps of expired jobs.",
 )
-@click.option("--worker-id", default=None, help="Claimant name [host:pid:random].")
-@click.option(
+@_worker_option(
+    "--dead-letter-retention",
+    env="ALKSTORE_WORKER_DEAD_LETTER_RETENTION",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Sweeps also purge dead jobs older than this many seconds [keep them].",
+)
+@_worker_option(
+    "--worker-id", env="ALKSTORE_WORKER_ID", default=None, help="Claimant name [host:pid:random]."
+)
+@_worker_option(
     "--metrics-port",
+    env="ALKSTORE_WORKER_METRICS_PORT",
     type=click.IntRange(0, 65535),
     default=None,
     help="Serve Prometheus metrics on this port (0: any free port; see the log).",
 )
-@click.option("--metrics-host", default="127.0.0.1", show_default=True)
-@click.option(
+@_worker_option(
+    "--metrics-host",
+    env="ALKSTORE_WORKER_METRICS_HOST",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address the metrics endpoint binds to.",
+)
+@_worker_option(
     "--presence-interval",
+    env="ALKSTORE_WORKER_PRESENCE_INTERVAL",
     type=click.FloatRange(min=0.01),
     default=5.0,
     show_default=True,
     help="Seconds between refreshes of this worker's registry row, outcome counts and gauges.",
 )
-@click.option(
+@_worker_option(
     "--log-level",
+    env="ALKSTORE_WORKER_LOG_LEVEL",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
     show_default=True,
+    help="warning: only the non-success job lines.",
+)
+@_worker_option(
+    "--log-format",
+    env="ALKSTORE_WORKER_LOG_FORMAT",
+    type=click.Choice(LOG_FORMATS),
+    default="text",
+    show_default=True,
+    help="json: one object per line, a job outcome's fields at the top level.",
+)
+@click.option(
+    "--traceback",
+    "show_traceback",
+    is_flag=True,
+    help="Show the whole traceback when the app module fails to import.",
 )
 @_store_options
 @click.pass_context
 def worker(
     ctx: click.Context,
     app_spec: str,
-    queues: tuple[str, ...],
+    queue: tuple[str, ...],
     concurrency: int,
     prefetch: int | None,
     grace: float,
     poll_interval: float,
     sweep_interval: float,
+    dead_letter_retention: float | None,
     worker_id: str | None,
     metrics_port: int | None,
     metrics_host: str,
     presence_interval: float,
     log_level: str,
+    log_format: str,
+    show_traceback: bool,
     url: str | None,
     schema: str | None,
 ) -> None:
-    """Run MODULE:APP's tasks until SIGTERM/SIGINT (a second signal stops at once)."""
-    logging.basicConfig(
-        level=log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    app = load_app(app_spec)
+    """Run MODULE:APP's tasks until SIGTERM/SIGINT (a second signal stops at once).
+
+    MODULE is a dotted module name (the current directory is importable) or a
+    path to a .py file: alkstore worker ./shop.py:app.
+    """
+    queues = queue
+    setup_logging(log_level, log_format)
+    app = load_app(app_spec, show_traceback=show_traceback)
     group = ctx.find_root().obj or {}
     url = url or group.get("url")
     schema = schema or group.get("schema") or os.environ.get("ALKSTORE_SCHEMA")
@@ -301,7 +413,7 @@ def worker(
     unknown = [q for q in queues if q not in app.queues]
     if unknown:
         logging.getLogger("alkstore.worker").warning(
-            "queue(s) %s have no task in %s; their jobs will be dead-lettered as unknown",
+            "queue(s) %s have no task in %s; their jobs are retried until a worker knows them",
             ", ".join(unknown),
             app_spec,
         )
@@ -319,6 +431,7 @@ def worker(
                 metrics_port=metrics_port,
                 metrics_host=metrics_host,
                 presence_interval_s=presence_interval,
+                dead_letter_retention_s=dead_letter_retention,
             ).run()
         finally:
             await app.close()
@@ -339,8 +452,16 @@ def jobs() -> None:
 
 @jobs.command("list")
 @click.argument("queue")
-@click.option("--state", type=click.Choice(JOB_STATES), default=None)
-@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@click.option(
+    "--state", type=click.Choice(JOB_STATES), default=None, help="Only jobs in this state."
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 10_000),
+    default=50,
+    show_default=True,
+    help="At most this many jobs.",
+)
 @_json_option
 @_store_options
 @click.pass_context
@@ -725,8 +846,20 @@ def sweep(
     show_default=True,
     help="No-op jobs the producer enqueues.",
 )
-@click.option("--workers", type=click.IntRange(1, 32), default=3, show_default=True)
-@click.option("--concurrency", type=click.IntRange(1, 256), default=16, show_default=True)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 32),
+    default=3,
+    show_default=True,
+    help="Worker processes.",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 256),
+    default=16,
+    show_default=True,
+    help="Jobs each worker runs at once.",
+)
 @click.option("--keep", is_flag=True, help="Keep the demo database afterwards.")
 def demo(count: int, workers: int, concurrency: int, keep: bool) -> None:
     """A producer and a few workers, in separate processes, on a fresh SQLite file."""

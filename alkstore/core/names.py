@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from alkstore.core.options import describe
+from alkstore.core.display import describe
 from alkstore.errors import InvalidArgumentError, InvalidNameError
 
 _NAME = re.compile(r"[A-Za-z0-9.:\-][A-Za-z0-9_.:\-]{0,62}")

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from alkstore.core.dedupe import check_dedupe_key
+from alkstore.core.display import describe
 from alkstore.core.names import is_storable_text
 from alkstore.errors import InvalidArgumentError
 
@@ -24,18 +25,6 @@ PRIORITY_MAX = 2**31 - 1
 # a duration beyond ~100 years is a mistake, and overflows timestamp arithmetic
 DURATION_MAX_S = 100 * 365 * 86400.0
 PARTITION_KEY_MAX = 200
-
-
-def describe(value: object, limit: int = 80) -> str:
-    """``repr(value)`` cut to ``limit`` characters; never raises (an int past
-    Python's 4300-digit limit, or a ``__repr__`` that raises, is shown by type)."""
-    try:
-        text = repr(value)
-    except Exception:  # a message must never fail to be built
-        if type(value) is int:
-            return f"<int of {value.bit_length()} bits>"
-        text = f"<{type(value).__name__} object>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _number(name: str, value: object) -> float:

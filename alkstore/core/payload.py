@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from alkstore.core.options import describe
+from alkstore.core.display import describe
 from alkstore.errors import PayloadError
 
 __all__ = ["NOTIFY_PAYLOAD_MAX_BYTES", "encode_notify_payload", "encode_payload"]

@@ -152,8 +152,8 @@ async def test_unknown_job_id_is_one_line_exit_1(target: Any) -> None:
 async def test_bad_options_are_one_line(target: Any) -> None:
     fails(run_cli(target, "enqueue", "q", "x", "--run-at", "tomorrow"), 2, "invalid --run-at")
     fails(run_cli(target, "enqueue", "q", "x", "--run-at", "2030-01-01T09:00"), 2, "timezone")
-    fails(run_cli(target, "enqueue", "q", "x", "--delay", "-1"), 2, "delay_s must be >= 0")
-    fails(run_cli(target, "enqueue", "q", "x", "--max-attempts", "0"), 2, "max_attempts")
+    fails(run_cli(target, "enqueue", "q", "x", "--delay", "-1"), 2, "--delay must be >= 0")
+    fails(run_cli(target, "enqueue", "q", "x", "--max-attempts", "0"), 2, "--max-attempts")
 
 
 @pytest.mark.parametrize(
@@ -194,3 +194,33 @@ def test_demo_runs_to_a_summary() -> None:
     text = ok(out)
     for expected in ("processed", "retried", "dead-lettered", "jobs/s", "wake latency", "p99"):
         assert expected in text
+
+
+def test_enqueue_errors_name_the_cli_option_not_the_api_parameter(target: Any) -> None:
+    out = run_cli(target, "enqueue", "q", "x", "--delay", "-5")
+    assert out.returncode == 2 and "--delay must be >= 0" in out.stderr, out.stderr
+    assert "delay_s" not in out.stderr and "Traceback" not in out.stderr
+    out = run_cli(target, "enqueue", "q", "x", "--max-attempts", "0")
+    assert out.returncode == 2 and "--max-attempts" in out.stderr
+
+
+def test_every_option_of_every_command_has_help_text() -> None:
+    import click
+
+    from alkstore.cli.commands import cli
+
+    def commands(group: click.Group, prefix: str) -> list[tuple[str, click.Command]]:
+        found: list[tuple[str, click.Command]] = []
+        for name, command in group.commands.items():
+            found.append((f"{prefix} {name}", command))
+            if isinstance(command, click.Group):
+                found += commands(command, f"{prefix} {name}")
+        return found
+
+    missing = [
+        f"{where} {param.opts[0]}"
+        for where, command in [("alkstore", cli), *commands(cli, "alkstore")]
+        for param in command.params
+        if isinstance(param, click.Option) and not param.help
+    ]
+    assert missing == []

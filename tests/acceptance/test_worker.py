@@ -293,3 +293,75 @@ async def test_a_job_cancelled_mid_run_is_stopped_logged_cancelled_and_not_recor
     await wait_until(_logged(workers, proc, "outcome=cancelled"), what="the cancelled outcome")
     assert await app_store.admin().find_job(job_id) is None
     assert not await _keys(app_store, "cancelled", phase="end")
+
+
+def test_worker_reports_a_syntax_error_in_the_app_module_in_one_line(
+    target: Any, tmp_path: Any
+) -> None:
+    broken = tmp_path / "broken_shop.py"
+    broken.write_text("import alkstore\napp = alkstore.App(\n")
+    out = run_cli(target, "worker", f"{broken}:app")
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "SyntaxError" in lines[0] and "line 2" in lines[0]
+    full = run_cli(target, "worker", f"{broken}:app", "--traceback")
+    assert full.returncode == 2 and "Traceback" in full.stderr
+
+
+def test_worker_reports_an_exception_raised_at_import_in_one_line(
+    target: Any, tmp_path: Any
+) -> None:
+    raising = tmp_path / "raising_shop.py"
+    raising.write_text("raise RuntimeError('no config here')\n")
+    out = run_cli(target, "worker", f"{raising}:app")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "RuntimeError: no config here" in out.stderr
+
+
+async def test_worker_loads_an_app_from_a_path_and_takes_options_from_the_environment(
+    target: Any, tmp_path: Any
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.acceptance.conftest import ROOT, _env
+
+    shop = tmp_path / "shop.py"
+    shop.write_text(
+        "import alkstore\napp = alkstore.App()\n\n"
+        "@app.task(queue='shop', name='shop.noop')\nasync def noop() -> None: ...\n"
+    )
+    async with await alkstore.connect(target.url, schema=target.schema) as store:
+        job_id = await store.queue("shop").enqueue({"task": "shop.noop", "args": {}})
+        env = {
+            **_env(),
+            "ALKSTORE_URL": target.url,
+            "ALKSTORE_SCHEMA": target.schema,
+            "ALKSTORE_WORKER_POLL_INTERVAL": "0.1",
+            "ALKSTORE_WORKER_LOG_FORMAT": "json",
+            "ALKSTORE_WORKER_ID": "from-env",
+        }
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "alkstore", "worker", f"./{os.path.relpath(shop, ROOT)}:app"],
+            cwd=ROOT,
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+
+            async def done() -> bool:
+                return await store.queue("shop").get_job(job_id) is None
+
+            await wait_until(done, what="the path-loaded app to run the job")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=30)
+    import json
+
+    records = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    outcomes = [r for r in records if r.get("outcome") == "success"]
+    assert outcomes and outcomes[0]["id"] == job_id and outcomes[0]["task"] == "shop.noop"
+    assert any("from-env" in r["message"] for r in records)
