@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import random
 import weakref
@@ -55,6 +57,12 @@ DEFAULT_QUEUE_OPTS = QueueOpts()
 _JOB_ID_MIN, _JOB_ID_MAX = -(2**63), 2**63 - 1
 
 _live_stores: weakref.WeakSet[Store] = weakref.WeakSet()
+
+# The store transaction the current task is inside: an enqueue through any queue
+# handle of that store joins it (the same atomicity on every engine).
+_open_transaction: contextvars.ContextVar[Transaction | None] = contextvars.ContextVar(
+    "alkstore_open_transaction", default=None
+)
 
 
 def _mark_forked() -> None:
@@ -367,8 +375,12 @@ class Queue(_Enqueuing):
         super().__init__(name, opts)
         self._store = store
 
-    def _writer(self) -> Engine:
-        return self._store._check()
+    def _writer(self) -> Engine | EngineTransaction:
+        engine = self._store._check()
+        tx = _open_transaction.get()
+        if tx is not None and tx._store is self._store and tx._tx is not None and not tx._done:
+            return tx._tx  # inside this store's transaction: commit or roll back with it
+        return engine
 
     def _outbox(
         self, payloads: Iterable[object], opts: EnqueueOpts | None
@@ -742,6 +754,7 @@ class Transaction:
         self._store = store
         self._tx: EngineTransaction | None = None
         self._done = False
+        self._token: contextvars.Token[Transaction | None] | None = None
 
     def _open(self) -> EngineTransaction:
         self._store._check()
@@ -754,6 +767,7 @@ class Transaction:
         if self._tx is not None:
             raise InvalidArgumentError("a Transaction can be entered only once")
         self._tx = await engine.begin()
+        self._token = _open_transaction.set(self)
         return self
 
     async def __aexit__(
@@ -766,10 +780,16 @@ class Transaction:
         if tx is None or self._done:
             return
         self._done = True
-        if exc_type is None and not self._store._closed:
-            await tx.commit()
-        else:
-            await tx.rollback()
+        try:
+            if exc_type is None and not self._store._closed:
+                await tx.commit()
+            else:
+                await tx.rollback()
+        finally:
+            if self._token is not None:
+                # the sync facade enters and exits in two tasks: the token's context is gone
+                with contextlib.suppress(ValueError):
+                    _open_transaction.reset(self._token)
 
     def queue(self, name: str, opts: QueueOpts | None = None) -> TxQueue:
         """A handle whose enqueues write inside this transaction."""

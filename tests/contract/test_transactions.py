@@ -142,3 +142,55 @@ async def test_a_transaction_handle_is_dead_after_the_block(
     with pytest.raises(alkstore.AlkstoreError):
         await tx.execute("SELECT 1")
     assert await store.queue(qname).claim_one("w") is None
+
+
+async def test_an_enqueue_through_the_store_inside_its_transaction_joins_it(
+    store: alkstore.Store, target: object, qname: str
+) -> None:
+    # the same atomicity on every engine: queue.enqueue and task.defer inside
+    # `async with store.transaction()` commit and roll back with it
+    q = store.queue(qname)
+    with pytest.raises(Boom):
+        async with store.transaction():
+            await q.enqueue({"n": 1})
+            await q.enqueue_many([{"n": 2}, {"n": 3}])
+            raise Boom
+    assert await count_rows(store, target) == (0, 0)  # type: ignore[arg-type]
+    async with store.transaction():
+        job_id = await q.enqueue({"n": 4})
+    job = await q.get_job(job_id)
+    assert job is not None and job.json() == {"n": 4}
+
+
+async def test_a_task_deferred_inside_the_apps_transaction_rolls_back_with_it(
+    target: object,
+) -> None:
+    app = alkstore.App(target.url, **target.connect_kwargs())  # type: ignore[attr-defined]
+
+    @app.task(queue="joined")
+    async def noop() -> None: ...
+
+    try:
+        store = await app.connect()
+        with pytest.raises(Boom):
+            async with store.transaction():
+                await noop.defer()
+                raise Boom
+        assert await count_rows(store, target) == (0, 0)  # type: ignore[arg-type]
+    finally:
+        await app.close()
+
+
+def test_a_sync_enqueue_inside_the_sync_transaction_joins_it(target: object, qname: str) -> None:
+    from alkstore import sync
+
+    with sync.connect(target.url, **target.connect_kwargs()) as store:  # type: ignore[attr-defined]
+        q = store.queue(qname)
+        with pytest.raises(Boom), store.transaction():
+            q.enqueue(b"x")
+            raise Boom
+        assert q.claim_one("w") is None
+        with store.transaction():
+            q.enqueue(b"y")
+        handle = q.claim_one("w")
+        assert handle is not None and handle.job.payload == b"y"

@@ -249,7 +249,7 @@ async def test_a_store_op_inside_its_own_transaction_raises_instead_of_deadlocki
     async with await alkstore.connect(f"sqlite:///{tmp_path}/t.db") as store:
         async with store.transaction() as tx:
             with pytest.raises(InvalidArgumentError):
-                await asyncio.wait_for(store.queue("q").enqueue(b""), 10)
+                await asyncio.wait_for(store.queue("q").claim_one("w"), 10)
             await tx.queue("q").enqueue(b"inside")
         assert await store.queue("q").claim_one("w") is not None
 
