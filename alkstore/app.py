@@ -16,8 +16,11 @@ fresh one.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import sys
+import threading
+import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
@@ -32,6 +35,7 @@ from alkstore.tasks import Task
 
 if TYPE_CHECKING:
     from alkstore.schedules import Missed, Schedule
+    from alkstore.sync import Store as SyncStore
     from alkstore.worker.runtime import Worker
 
 __all__ = ["App"]
@@ -54,6 +58,19 @@ def default_task_name(fn: Callable[..., Any]) -> str:
     return f"{module}.{getattr(fn, '__qualname__', getattr(fn, '__name__', 'task'))}"
 
 
+async def _close_at_loop_end(store: Store) -> None:
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await store.close()
+
+
+def _close_sync_store(ref: weakref.ReferenceType[SyncStore]) -> None:
+    store = ref()
+    if store is not None:
+        store.close()
+
+
 class App:
     """Tasks and the store they are deferred into and run from."""
 
@@ -67,6 +84,10 @@ class App:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pid = 0
         self._lock: asyncio.Lock | None = None
+        self._closer: asyncio.Task[None] | None = None
+        self._sync: SyncStore | None = None
+        self._sync_pid = 0
+        self._sync_lock = threading.Lock()
 
     # -- tasks ------------------------------------------------------------------
     def task(
@@ -224,14 +245,41 @@ class App:
             if store is None:
                 store = await connect(self.url, schema=self.schema, **self.options)
                 self._store, self._loop, self._pid = store, loop, os.getpid()
+                # closes the store when the loop shuts down (the end of asyncio.run
+                # cancels every task): repeated asyncio.run(task.defer()) leaks nothing
+                self._closer = loop.create_task(_close_at_loop_end(store))
             return store
 
     async def close(self) -> None:
         """Close the store if this loop opened it; the next use opens a new one."""
         store = self._current()
         self._store = None
+        closer, self._closer = self._closer, None
+        if closer is not None and store is not None:
+            closer.cancel()
         if store is not None:
             await store.close()
+
+    # -- blocking producers -------------------------------------------------------
+    def sync_store(self) -> SyncStore:
+        """The app's blocking store (``alkstore.sync``), opened on first use, from any
+        thread, with no event loop needed from the caller; closed at exit."""
+        with self._sync_lock:
+            store = self._sync
+            if store is None or store.closed or self._sync_pid != os.getpid():
+                from alkstore import sync
+
+                store = sync.connect(self.url, schema=self.schema, **self.options)
+                self._sync, self._sync_pid = store, os.getpid()
+                atexit.register(_close_sync_store, weakref.ref(store))
+            return store
+
+    def close_sync(self) -> None:
+        """Close the blocking store of :meth:`sync_store`, if open; idempotent."""
+        with self._sync_lock:
+            store, self._sync = self._sync, None
+        if store is not None and self._sync_pid == os.getpid():
+            store.close()
 
     async def __aenter__(self) -> App:
         await self.connect()

@@ -105,7 +105,7 @@ def _items(what: str, values: object) -> list[Any]:
     """``values`` as a list, if it is an iterable other than text or a mapping."""
     if not isinstance(values, str | bytes | bytearray | memoryview | dict):
         try:
-            return list(values)  # type: ignore[call-overload]  # TypeError if not iterable
+            return list(values)  # type: ignore[call-overload,no-any-return]  # TypeError if not iterable
         except TypeError:
             pass
     raise InvalidArgumentError(f"{what} takes a list, got {describe(values)}")

@@ -287,6 +287,11 @@ class Task(Generic[P, R]):
         """Enqueue one call inside ``tx`` (invisible until commit, gone on rollback)."""
         return await TaskCall(self, None).defer_in(tx, *args, **kwargs)
 
+    def defer_sync(self, *args: P.args, **kwargs: P.kwargs) -> int:
+        """Enqueue one call, blocking (Flask, Django views, scripts, any thread); no event
+        loop needed from the caller."""
+        return TaskCall(self, None).defer_sync(*args, **kwargs)
+
     async def defer_many(self, calls: Iterable[Mapping[str, Any]]) -> list[int]:
         """Enqueue many calls (keyword arguments each) in one transaction, with one wake."""
         return await TaskCall(self, None).defer_many(calls)
@@ -337,6 +342,12 @@ class TaskCall(Generic[P, R]):
             store = await task.app.connect()
             got = await store.queue(task.queue, task.opts).enqueue_unique(payload, self.opts)
         return _deferred(task, got)
+
+    def defer_sync(self, *args: P.args, **kwargs: P.kwargs) -> int:
+        """Enqueue one call, blocking, through the app's :meth:`~alkstore.App.sync_store`."""
+        task = self.task
+        payload = task.payload(*args, **kwargs)
+        return task.app.sync_store().queue(task.queue, task.opts).enqueue(payload, self.opts)
 
     async def defer_in(self, tx: Transaction, *args: P.args, **kwargs: P.kwargs) -> Deferred:
         """Enqueue one call inside the transaction ``tx``."""

@@ -553,10 +553,9 @@ class Worker:
             if task is None:  # e.g. a rolling deploy: a newer worker may know it
                 known = ", ".join(sorted(self.app.tasks)) or "none"
                 run.done = True
-                await self._retry(
+                return self._retry(
                     run, name, f"unknown task {describe(name)} (this worker knows: {known})"
                 )
-                return
             args, kwargs = task.call_arguments(arguments)
         except BadCall as e:
             run.done = True
