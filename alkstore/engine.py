@@ -97,7 +97,7 @@ class SupportsOutbox(Protocol):
 
 
 class Engine(Protocol):
-    """Storage for one store: the operations of CONTRACT.md, nothing decided here."""
+    """Storage for one store: the operations of docs/contract.md, nothing decided here."""
 
     name: str
 

@@ -1,4 +1,4 @@
-"""The alkstore error family (CONTRACT.md, "Errors").
+"""The alkstore error family (docs/contract.md, "Durability and errors").
 
 Every public entry raises one of these; driver failures are translated at the
 engine boundary into :class:`EngineError` with the driver's exception on

@@ -1,4 +1,4 @@
-"""The equal-jitter retry curve (CONTRACT.md, "Backoff"), a pure function."""
+"""The equal-jitter retry curve (docs/contract.md, "Backoff"), a pure function."""
 
 from __future__ import annotations
 
