@@ -542,7 +542,13 @@ def jobs_show(
 
 @jobs.command("outcomes")
 @click.argument("queue")
-@click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 10_000),
+    default=20,
+    show_default=True,
+    help="At most this many outcomes.",
+)
 @_json_option
 @_store_options
 @click.pass_context
