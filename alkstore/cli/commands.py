@@ -766,7 +766,13 @@ def workers(
 
 @cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="Port to serve on (0: any free port).",
+)
 @click.option(
     "--token",
     default=None,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,7 @@ def test_a_python_block_of_the_docs_runs_as_written(
     if why is not None:
         pytest.skip(f"marked not runnable: {why}")
     script = tmp_path / "block.py"
-    script.write_text(code)
+    script.write_text(textwrap.dedent(code))  # a block may sit in a list item
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
         [sys.executable, str(script)],
