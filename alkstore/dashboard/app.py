@@ -36,7 +36,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from alkstore.admin import GONE_AFTER_S, JOB_STATES
+from alkstore.admin import GONE_AFTER_S, JOB_STATES, Admin
 from alkstore.cli.render import flow_json
 from alkstore.connect import connect
 from alkstore.core.job import Job
@@ -355,27 +355,25 @@ def create_app(
         page = await dash.page(request, request.query_params.get("msg"))
         return dash.html(page, "Workers", page.workers_page(workers, now_utc()), "workers")
 
-    async def act_requeue(request: Request) -> Response:
+    async def act_on_job(
+        request: Request, op: Callable[[Admin, int], Awaitable[bool]], done: str, refused: str
+    ) -> Response:
+        """One job action (requeue, cancel): a checked POST, then back with a message."""
         try:
             fields = await dash.form(request)
         except Refused as e:
             return await dash.refused(request, str(e))
         job_id = _int(request.path_params["job_id"])
         admin = (await dash.store()).admin()
-        ok = job_id is not None and await admin.requeue(job_id)
-        message = f"requeued job {job_id}" if ok else f"job {job_id} is not dead: not requeued"
+        ok = job_id is not None and await op(admin, job_id)
+        message = f"{done} job {job_id}" if ok else f"job {job_id} {refused}"
         return _redirect(dash.back(request, fields), message)
 
+    async def act_requeue(request: Request) -> Response:
+        return await act_on_job(request, Admin.requeue, "requeued", "is not dead: not requeued")
+
     async def act_cancel(request: Request) -> Response:
-        try:
-            fields = await dash.form(request)
-        except Refused as e:
-            return await dash.refused(request, str(e))
-        job_id = _int(request.path_params["job_id"])
-        admin = (await dash.store()).admin()
-        ok = job_id is not None and await admin.cancel(job_id)
-        message = f"cancelled job {job_id}" if ok else f"job {job_id} is not live: not cancelled"
-        return _redirect(dash.back(request, fields), message)
+        return await act_on_job(request, Admin.cancel, "cancelled", "is not live: not cancelled")
 
     async def act_bulk_requeue(request: Request) -> Response:
         try:
