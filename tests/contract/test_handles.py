@@ -437,11 +437,13 @@ async def test_release_gives_the_claim_back_without_counting_the_attempt(
     assert await again.ack() is True
 
 
-async def test_release_of_a_stale_claim_is_refused(store: alkstore.Store, qname: str) -> None:
+async def test_release_of_a_stale_claim_is_refused(
+    store: alkstore.Store, clock: Clock, qname: str
+) -> None:
     q = store.queue(qname, QueueOpts(visibility_timeout_s=SHORT, max_attempts=3))
     job_id = await q.enqueue(b"")
     stale = await claim(q, "old")
-    await asyncio.sleep(LAPSE)
+    clock.advance(LAPSE)
     fresh = await claim(q, "new")  # the same job, reclaimed: attempt 2
     assert fresh.job.id == job_id and fresh.job.attempts == 2
     assert await stale.release() is False
@@ -450,7 +452,9 @@ async def test_release_of_a_stale_claim_is_refused(store: alkstore.Store, qname:
     assert await fresh.release() is True
 
 
-async def test_store_ack_many_is_fenced_per_job(store: alkstore.Store, qname: str) -> None:
+async def test_store_ack_many_is_fenced_per_job(
+    store: alkstore.Store, clock: Clock, qname: str
+) -> None:
     # One fenced transaction for many handles: a stale claim of the same job
     # is refused (never deletes the later claim), fresh ones of two queues are acked.
     q = store.queue(qname, QueueOpts(visibility_timeout_s=SHORT))
@@ -458,7 +462,7 @@ async def test_store_ack_many_is_fenced_per_job(store: alkstore.Store, qname: st
     await q.enqueue_many([{"n": i} for i in range(3)])
     await other.enqueue(b"o")
     stale = await q.claim_batch("old", 3)
-    await asyncio.sleep(LAPSE)
+    clock.advance(LAPSE)
     fresh = await q.claim_batch("new", 2)  # two of the three, reclaimed: attempt 2
     foreign = await claim(other)
     answers = await store.ack_many([*stale, *fresh, foreign])

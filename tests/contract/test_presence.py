@@ -1,8 +1,7 @@
-"""Live workers and outcome history (migration 0002), and admin cancel/requeue by id."""
+"""Live workers and outcome history (migration 0003), and admin cancel/requeue by id."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -10,8 +9,12 @@ import pytest
 import alkstore
 from alkstore import InvalidArgumentError, InvalidNameError
 
+from .conftest import Clock
 
-async def test_a_worker_registers_refreshes_and_is_removed(store: alkstore.Store) -> None:
+
+async def test_a_worker_registers_refreshes_and_is_removed(
+    store: alkstore.Store, clock: Clock
+) -> None:
     admin = store.admin()
     assert await admin.workers() == []
     await admin.report_worker("w-1", "host-a", 4242, ["emails", "reports"], 8, 0)
@@ -20,7 +23,7 @@ async def test_a_worker_registers_refreshes_and_is_removed(store: alkstore.Store
     assert first.queues == ("emails", "reports") and first.concurrency == 8
     assert first.running == 0 and first.alive
     assert abs(first.started_at - datetime.now(UTC)) < timedelta(minutes=1)
-    await asyncio.sleep(0.02)
+    clock.advance(0.02)
     await admin.report_worker("w-1", "host-a", 4242, ["emails", "reports"], 8, 5)
     [again] = await admin.workers()
     assert again.running == 5
@@ -31,10 +34,12 @@ async def test_a_worker_registers_refreshes_and_is_removed(store: alkstore.Store
     assert await admin.workers() == []
 
 
-async def test_a_worker_unseen_for_a_while_is_gone_then_purged(store: alkstore.Store) -> None:
+async def test_a_worker_unseen_for_a_while_is_gone_then_purged(
+    store: alkstore.Store, clock: Clock
+) -> None:
     admin = store.admin()
     await admin.report_worker("old", "h", 1, ["q"], 1, 0)
-    await asyncio.sleep(0.3)
+    clock.advance(0.3)
     await admin.report_worker("fresh", "h", 2, ["q"], 1, 0)
     by_id = {w.id: w for w in await admin.workers(gone_after_s=0.2)}
     assert not by_id["old"].alive and by_id["fresh"].alive
