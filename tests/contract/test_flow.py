@@ -156,6 +156,28 @@ async def test_partition_limit_counts_per_key(store: alkstore.Store, qname: str)
     assert [h.job.text() for h in await q.claim_batch("w", 100)] == ["a"]
 
 
+async def test_a_requeued_dead_job_keeps_its_partition(
+    store: alkstore.Store, clock: Clock, qname: str
+) -> None:
+    q = store.queue(qname, QueueOpts(visibility_timeout_s=30, max_attempts=1))
+    await q.set_limits(partition_concurrency=1)
+    failed_id = await q.enqueue("failed", EnqueueOpts(partition_key="a"))
+    lapsed_id = await q.enqueue("lapsed", EnqueueOpts(partition_key="b"))
+    first = await q.claim_batch("w", 10)
+    assert {h.job.id for h in first} == {failed_id, lapsed_id}
+    failed = next(h for h in first if h.job.id == failed_id)
+    assert await failed.fail("boom")  # dead by dead_letter
+    clock.advance(31)  # the other claim lapses with no attempts left: dead by the sweep
+    assert await q.claim_batch("w", 10) == []
+    admin = store.admin()
+    assert await admin.requeue(failed_id) and await admin.requeue(lapsed_id)
+    await q.enqueue("a again", EnqueueOpts(partition_key="a"))
+    await q.enqueue("b again", EnqueueOpts(partition_key="b"))
+    claimed = sorted(h.job.text() for h in await q.claim_batch("w", 10))
+    # One per partition: the requeued jobs are back under their partitions' limit.
+    assert claimed == ["failed", "lapsed"]
+
+
 async def test_rate_limit_spends_a_burst_then_holds_until_the_next_slot(
     store: alkstore.Store, qname: str
 ) -> None:

@@ -117,10 +117,11 @@ WITH gate AS MATERIALIZED (
 ), buried AS (
     INSERT INTO {schema}.alk_dead (id, queue, payload, priority, run_at, created_at, attempts,
                                    max_attempts, visibility_timeout_s, retry_base_s, expires_at,
-                                   worker_id, claim_expires_at, last_error, died_at, dedupe_key)
+                                   worker_id, claim_expires_at, last_error, died_at, dedupe_key,
+                                   partition_key)
     SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-           %(exhausted_error)s::text, {now}, dedupe_key
+           %(exhausted_error)s::text, {now}, dedupe_key, partition_key
     FROM swept
 ), pending AS MATERIALIZED (
     SELECT id, priority, run_at FROM {schema}.alk_jobs
@@ -375,10 +376,11 @@ WITH fenced AS MATERIALIZED (
 )
 INSERT INTO {schema}.alk_dead (id, queue, payload, priority, run_at, created_at, attempts,
                                max_attempts, visibility_timeout_s, retry_base_s, expires_at,
-                               worker_id, claim_expires_at, last_error, died_at, dedupe_key)
+                               worker_id, claim_expires_at, last_error, died_at, dedupe_key,
+                                   partition_key)
 SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       %(error)s::text, {now}, dedupe_key
+       %(error)s::text, {now}, dedupe_key, partition_key
 FROM moved;
 
 -- name: heartbeat
@@ -433,10 +435,11 @@ WITH expired AS (
 ), moved AS (
     INSERT INTO {schema}.alk_dead (id, queue, payload, priority, run_at, created_at, attempts,
                                    max_attempts, visibility_timeout_s, retry_base_s, expires_at,
-                                   worker_id, claim_expires_at, last_error, died_at, dedupe_key)
+                                   worker_id, claim_expires_at, last_error, died_at, dedupe_key,
+                                   partition_key)
     SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-           %(expired_error)s::text, {now}, dedupe_key
+           %(expired_error)s::text, {now}, dedupe_key, partition_key
     FROM expired
     RETURNING 1
 ), purged AS (
@@ -534,14 +537,14 @@ ORDER BY finished_at DESC, id DESC LIMIT %(limit)s;
 -- with the attempts the core decides (%(attempts)s) and an expiry already past
 -- cleared (kept only if still ahead); it keeps its id, payload, stamps and
 -- last_error (OVERRIDING SYSTEM VALUE: the id is the dead row's, not a new one),
--- and its dedupe key unless a live job holds that key now.
+-- its partition key, and its dedupe key unless a live job holds that key now.
 WITH revived AS (
     DELETE FROM {schema}.alk_dead WHERE id = %(id)s RETURNING *
 )
 INSERT INTO {schema}.alk_jobs (id, queue, payload, state, priority, run_at, created_at,
                                attempts, max_attempts, visibility_timeout_s, retry_base_s,
                                expires_at, worker_id, claim_expires_at, last_error,
-                               dedupe_key)
+                               dedupe_key, partition_key)
 OVERRIDING SYSTEM VALUE
 SELECT id, queue, payload, 'pending', priority, {now}, created_at, %(attempts)s::integer,
        max_attempts,
@@ -549,7 +552,8 @@ SELECT id, queue, payload, 'pending', priority, {now}, created_at, %(attempts)s:
        CASE WHEN expires_at > {now} THEN expires_at END, NULL, NULL, last_error,
        CASE WHEN NOT EXISTS (SELECT 1 FROM {schema}.alk_jobs AS l
                              WHERE l.queue = revived.queue
-                               AND l.dedupe_key = revived.dedupe_key) THEN dedupe_key END
+                               AND l.dedupe_key = revived.dedupe_key) THEN dedupe_key END,
+       partition_key
 FROM revived
 RETURNING queue;
 

@@ -98,7 +98,9 @@ CREATE TABLE {schema}.alk_dead (
     claim_expires_at     timestamptz,
     last_error           text,
     died_at              timestamptz      NOT NULL,
-    dedupe_key           text
+    dedupe_key           text,
+    -- the partition key the job had when it died (NULL: none); schema v5
+    partition_key        text
 );
 
 -- Retention purge per queue.

@@ -64,10 +64,10 @@ DELETE FROM alk_dedupe WHERE queue = :queue AND expires_at <= :now;
 -- Pre-claim sweep, step 1: lapsed claims with no attempts left go to dead.
 INSERT INTO alk_dead (id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
                       visibility_timeout_s, retry_base_s, expires_at, worker_id,
-                      claim_expires_at, last_error, died_at, dedupe_key)
+                      claim_expires_at, last_error, died_at, dedupe_key, partition_key)
 SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       :exhausted_error, :now, dedupe_key
+       :exhausted_error, :now, dedupe_key, partition_key
 FROM alk_jobs
 WHERE queue = :queue AND state = 'processing' AND claim_expires_at < :now
   AND attempts >= max_attempts;
@@ -203,10 +203,10 @@ WHERE id = :id AND queue = :queue AND state = 'processing' AND attempts = :attem
 -- Fenced move to dead, step 1 (copy); step 2 deletes by id in the same transaction.
 INSERT INTO alk_dead (id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
                       visibility_timeout_s, retry_base_s, expires_at, worker_id,
-                      claim_expires_at, last_error, died_at, dedupe_key)
+                      claim_expires_at, last_error, died_at, dedupe_key, partition_key)
 SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       :error, :now, dedupe_key
+       :error, :now, dedupe_key, partition_key
 FROM alk_jobs
 WHERE id = :id AND queue = :queue AND state = 'processing' AND attempts = :attempts
   AND claim_expires_at >= :now;
@@ -247,10 +247,10 @@ FROM alk_dead WHERE id = :id AND queue = :queue;
 -- sweep_expired, step 1: every live row past its expiry, either state, to dead.
 INSERT INTO alk_dead (id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
                       visibility_timeout_s, retry_base_s, expires_at, worker_id,
-                      claim_expires_at, last_error, died_at, dedupe_key)
+                      claim_expires_at, last_error, died_at, dedupe_key, partition_key)
 SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       :expired_error, :now, dedupe_key
+       :expired_error, :now, dedupe_key, partition_key
 FROM alk_jobs INDEXED BY alk_jobs_expiry
 WHERE queue = :queue AND expires_at IS NOT NULL AND expires_at <= :now;
 
@@ -344,18 +344,19 @@ ORDER BY finished_at DESC, id DESC LIMIT :limit;
 -- name: admin_requeue_copy
 -- Requeue, step 1: the dead row back to live pending, due now, with the attempts
 -- the core decides (:attempts) and an expiry already past cleared (kept only if
--- still ahead); it keeps its id, payload, stamps and last_error, and its dedupe
--- key unless a live job holds that key now.
+-- still ahead); it keeps its id, payload, stamps, last_error and partition key,
+-- and its dedupe key unless a live job holds that key now.
 INSERT INTO alk_jobs (id, queue, payload, state, priority, run_at, created_at, attempts,
                       max_attempts, visibility_timeout_s, retry_base_s, expires_at,
-                      worker_id, claim_expires_at, last_error, dedupe_key)
+                      worker_id, claim_expires_at, last_error, dedupe_key, partition_key)
 SELECT id, queue, payload, 'pending', priority, :now, created_at, :attempts,
        max_attempts, visibility_timeout_s, retry_base_s,
        CASE WHEN expires_at > :now THEN expires_at END,
        NULL, NULL, last_error,
        CASE WHEN NOT EXISTS (SELECT 1 FROM alk_jobs AS l
                              WHERE l.queue = alk_dead.queue
-                               AND l.dedupe_key = alk_dead.dedupe_key) THEN dedupe_key END
+                               AND l.dedupe_key = alk_dead.dedupe_key) THEN dedupe_key END,
+       partition_key
 FROM alk_dead WHERE id = :id
 RETURNING queue;
 

@@ -58,7 +58,9 @@ CREATE TABLE alk_dead (
     claim_expires_at     REAL,
     last_error           TEXT,
     died_at              REAL    NOT NULL,
-    dedupe_key           TEXT
+    dedupe_key           TEXT,
+    -- the partition key the job had when it died (NULL: none); schema v5
+    partition_key        TEXT
 );
 
 -- Retention purge per queue.
