@@ -658,7 +658,7 @@ class Worker:
         handles = [run.handle for run in runs]
         for attempt in range(4):
             try:
-                return await self._store.ack_many(handles)
+                acked = await self._store.ack_many(handles)
             except StoreClosedError:
                 break
             except AlkstoreError as e:
@@ -667,7 +667,30 @@ class Worker:
                     break
                 log.warning("ack of %d job(s) failed (%s); retrying", len(handles), e)
                 await asyncio.sleep(0.1 * 2**attempt)
+                continue
+            if attempt and not all(acked):
+                acked = await self._acked_before(handles, acked)
+            return acked
         return [False] * len(handles)
+
+    async def _acked_before(self, handles: list[JobHandle], acked: list[bool]) -> list[bool]:
+        """After a failed ack whose commit may have landed (the connection died on
+        the way back), the retry refuses the rows that attempt already deleted.
+        A refused row that is gone was acked (by that attempt; the retry comes
+        well inside the visibility timeout, so no other worker can have claimed,
+        run and acked it meanwhile), not lost: answer ``True`` for it. A row
+        still there is really not ours any more (its claim lapsed)."""
+        assert self._store is not None
+        out = list(acked)
+        for i, (handle, ok) in enumerate(zip(handles, acked, strict=True)):
+            if ok:
+                continue
+            try:
+                row = await self._store.queue(handle.job.queue).get_job(handle.job.id)
+            except AlkstoreError:
+                continue
+            out[i] = row is None
+        return out
 
     @staticmethod
     def _retry(run: _Run, name: str, error: str) -> _Outcome:

@@ -85,6 +85,45 @@ async def test_a_freed_slot_starts_the_next_job_while_outcomes_are_written(
         assert sum(1 for e in events[:first_ack_done] if e.startswith("run")) >= 3
 
 
+async def test_an_ack_whose_reply_was_lost_counts_as_success_not_lost(target: Target) -> None:
+    """The first ack_many commits, then its reply is lost (the connection died on
+    the way back): the retry finds its rows gone, which means acked, not lost."""
+    app = _app(target)
+    done = 0
+
+    @app.task(queue="p", name="once")
+    async def once(n: int) -> None:
+        nonlocal done
+        done += 1
+        if done == 4:
+            worker.stop()
+
+    async with app:
+        ids = await once.defer_many([{"n": i} for i in range(4)])
+        worker = app.worker(concurrency=4, prefetch=0, handle_signals=False)
+        store = await app.connect()
+        original = store.ack_many
+        calls = 0
+
+        async def reply_lost_once(handles: Any) -> list[bool]:
+            nonlocal calls
+            calls += 1
+            answers = await original(handles)  # committed in the real database
+            if calls == 1:
+                for handle in handles:
+                    handle._consumed = False  # as after a failed round trip
+                raise alkstore.EngineError("connection lost after commit")
+            return answers
+
+        store.ack_many = reply_lost_once  # type: ignore[method-assign]
+        assert await worker.run() == 0
+        assert calls >= 2
+        assert worker.counts["lost"] == 0 and worker.counts["success"] == 4
+        queue = app.store.queue("p")
+        assert [await queue.get_job(i) for i in ids] == [None] * 4
+        assert done == 4  # each ran once
+
+
 async def test_outcome_lines_are_ordinary_records_at_info(target: Target) -> None:
     app = _app(target)
     records: list[logging.LogRecord] = []
