@@ -234,11 +234,20 @@ async def test_cancel_is_announced_on_the_queue_channel(store: alkstore.Store, q
     assert note == alkstore.Notification(qname, f"cancel:{job_id}")
 
 
+@pytest.mark.parametrize(
+    "limits",
+    [{}, {"concurrency": 5}, {"partition_concurrency": 2}],
+    ids=["unlimited", "concurrency", "partition"],
+)
 async def test_a_reclaim_of_a_lapsed_claim_is_announced(
-    store: alkstore.Store, clock: Clock, qname: str
+    store: alkstore.Store, clock: Clock, qname: str, limits: dict[str, int]
 ) -> None:
+    """Every claim path (the plain claim, and a limited queue's locked one with or
+    without partitions) tells the worker still holding a lapsed claim."""
     q = store.queue(qname, QueueOpts(visibility_timeout_s=30))
-    job_id = await q.enqueue("x")
+    if limits:
+        await q.set_limits(**limits)
+    job_id = await q.enqueue("x", EnqueueOpts(partition_key="p"))
     first = await q.claim_one("old")
     assert first is not None
     clock.advance(31)  # the claim lapses

@@ -207,17 +207,34 @@ LIMIT %(window)s;
 
 -- name: claim_ids
 -- Claim the listed candidates, re-checked as claimable (the pre-claim sweep
--- ran in the claim statement of this same transaction or is not needed).
-UPDATE {schema}.alk_jobs AS j
-SET state = 'processing',
-    attempts = j.attempts + 1,
-    worker_id = %(worker)s,
-    claim_expires_at = {now} + make_interval(secs => j.visibility_timeout_s)
-WHERE j.id = ANY(%(ids)s::bigint[]) AND j.queue = %(queue)s
-  AND (j.state = 'pending' OR (j.claim_expires_at < {now} AND j.attempts < j.max_attempts))
-RETURNING j.id, j.queue, j.payload, j.state, j.priority, j.run_at, j.created_at, j.attempts,
-          j.max_attempts, j.visibility_timeout_s, j.retry_base_s, j.expires_at, j.worker_id,
-          j.claim_expires_at, j.last_error, NULL::timestamptz, j.dedupe_key;
+-- ran in the claim statement of this same transaction or is not needed); a
+-- lapsed claim taken over is announced to the worker still holding it, as in
+-- `claim` (delivered at commit).
+WITH picked AS MATERIALIZED (
+    SELECT id, state AS was FROM {schema}.alk_jobs
+    WHERE id = ANY(%(ids)s::bigint[]) AND queue = %(queue)s
+      AND (state = 'pending' OR (claim_expires_at < {now} AND attempts < max_attempts))
+    FOR UPDATE
+), claimed AS (
+    UPDATE {schema}.alk_jobs AS j
+    SET state = 'processing',
+        attempts = j.attempts + 1,
+        worker_id = %(worker)s,
+        claim_expires_at = {now} + make_interval(secs => j.visibility_timeout_s)
+    FROM picked
+    WHERE j.id = picked.id
+    RETURNING j.id, j.queue, j.payload, j.state, j.priority, j.run_at, j.created_at,
+              j.attempts, j.max_attempts, j.visibility_timeout_s, j.retry_base_s,
+              j.expires_at, j.worker_id, j.claim_expires_at, j.last_error,
+              NULL::timestamptz AS died_at, j.dedupe_key, picked.was
+), announced AS MATERIALIZED (
+    SELECT pg_notify(%(queue)s, 'reclaimed:' || c.id || ':' || c.attempts)
+    FROM claimed AS c WHERE c.was = 'processing'
+)
+SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
+       visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+       last_error, died_at, dedupe_key
+FROM claimed WHERE (SELECT count(*) FROM announced) >= 0;
 
 -- name: set_tat
 UPDATE {schema}.alk_queues SET tat = %(tat)s::float8 WHERE queue = %(queue)s;
