@@ -182,12 +182,12 @@ class _Run:
         "task",
     )
 
-    def __init__(self, handle: JobHandle, now: float) -> None:
+    def __init__(self, handle: JobHandle, now: float, poll_beat_s: float | None) -> None:
         self.handle = handle
         self.job = RunningJob(handle.job._row)  # what current_job() gives the handler
         self.started = now  # claimed; reset when the handler starts
         self.finished = 0.0  # when the handler returned
-        self.next_beat = now + handle.job.visibility_timeout_s * HEARTBEAT_FRACTION
+        self.next_beat = now + beat_period(handle.job.visibility_timeout_s, poll_beat_s)
         self.done = False  # the handler finished; its outcome is being written
         self.freed = False  # its slot is free again
         self.lost = False  # a heartbeat was refused: the claim is no longer ours
@@ -196,6 +196,14 @@ class _Run:
         self.revoked: str | None = None
         self.name = "?"  # the task's name, once decoded
         self.task: asyncio.Task[None] | None = None  # None while buffered
+
+
+def beat_period(visibility_timeout_s: float, poll_beat_s: float | None) -> float:
+    """Seconds between a held job's heartbeats: a third of its visibility timeout;
+    on a poll-only store (no cancel or reclaim announcements) at most
+    ``poll_beat_s``, so a refused beat stops a cancelled or reclaimed handler soon."""
+    period = visibility_timeout_s * HEARTBEAT_FRACTION
+    return period if poll_beat_s is None else min(period, poll_beat_s)
 
 
 # (task name, outcome, the fenced handle operation that records it, error)
@@ -285,6 +293,8 @@ class Worker:
         self._sub: Subscription | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        # on a poll-only store, the heartbeat doubles as the cancel/reclaim check
+        self._poll_beat_s: float | None = None
 
     # -- control ------------------------------------------------------------------
     def stop(self, *, force: bool = False) -> None:
@@ -342,6 +352,7 @@ class Worker:
         self._beat_changed = asyncio.Event()
         store = await self.app.connect()
         self._store = store
+        self._poll_beat_s = None if store.listens else self.poll_interval_s
         queues = [store.queue(name, self.queue_opts) for name in self.queues]
         presence = self._presence = Presence(
             store,
@@ -483,7 +494,7 @@ class Worker:
             return
         now = time.monotonic()
         for handle in handles:
-            run = _Run(handle, now)
+            run = _Run(handle, now, self._poll_beat_s)
             self._runs.add(run)
             self._ready.append(run)
             if run.next_beat < self._beat_at:
@@ -757,7 +768,10 @@ class Worker:
 
     async def _cancel_watch(self, store: Store) -> None:
         """Announcements on the queues' channels that a job this worker holds is no
-        longer its: ``cancel:<id>`` and ``reclaimed:<id>:<attempts>``."""
+        longer its: ``cancel:<id>`` and ``reclaimed:<id>:<attempts>``. A poll-only
+        store hears none: its heartbeats beat every ``poll_interval_s`` instead."""
+        if not store.listens:
+            return
         async with store.listen(*self.queues) as sub:
             async for note in sub:
                 payload = note.payload
@@ -820,7 +834,7 @@ class Worker:
                 for run, result in zip(due, results, strict=True):
                     if result is True:
                         vt = run.handle.job.visibility_timeout_s
-                        run.next_beat = now + vt * HEARTBEAT_FRACTION
+                        run.next_beat = now + beat_period(vt, self._poll_beat_s)
                     elif result is False:
                         if not run.done:
                             job = run.handle.job

@@ -487,3 +487,37 @@ async def test_every_operation_after_close_raises_store_closed(pg_url: str, sche
         await engine.claim("q", "w", 1, "max attempts exceeded")
     with pytest.raises(alkstore.StoreClosedError):
         await engine.begin()
+
+
+async def test_a_poll_only_worker_stops_a_cancelled_handler_at_its_next_poll_beat(
+    pg_url: str, schema: str
+) -> None:
+    """listen=off hears no cancel announcement: the running job's heartbeat, every
+    poll_interval_s there, is refused and stops the handler long before a third
+    of its visibility timeout (100 s here)."""
+    app = alkstore.App(f"{pg_url}?listen=off", schema=schema)
+    started = asyncio.Event()
+    stopped = asyncio.Event()
+
+    @app.task(queue="poll", name="forever", visibility_timeout_s=300)
+    async def forever() -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            stopped.set()
+            raise
+
+    async with app:
+        job = await forever.defer()
+        worker = app.worker(concurrency=1, poll_interval_s=0.2, handle_signals=False, grace_s=1)
+        run = asyncio.create_task(worker.run())
+        try:
+            await asyncio.wait_for(started.wait(), 30)
+            async with await alkstore.connect(pg_url, schema=schema) as other:
+                assert await other.queue("poll").cancel(job.id)
+            await asyncio.wait_for(stopped.wait(), 30)  # not 100 s: the poll beat caught it
+            assert worker.counts["success"] == 0
+        finally:
+            worker.stop(force=True)
+            await run
