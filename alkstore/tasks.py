@@ -114,11 +114,14 @@ class _KeywordPlan:
     (no positional-only, no ``*args`` / ``**kwargs``): a call is ``fn(**arguments)``
     once the names are checked, so no Signature is bound per job."""
 
-    __slots__ = ("names", "required")
+    __slots__ = ("names", "order", "required")
 
-    def __init__(self, names: frozenset[str], required: frozenset[str]) -> None:
+    def __init__(
+        self, names: frozenset[str], required: frozenset[str], order: tuple[str, ...]
+    ) -> None:
         self.names = names
         self.required = required
+        self.order = order  # parameter order: a payload's arguments are written in it
 
     @classmethod
     def of(cls, signature: inspect.Signature) -> _KeywordPlan | None:
@@ -126,9 +129,23 @@ class _KeywordPlan:
         keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
         if any(p.kind not in keyword for p in params):
             return None
-        names = frozenset(p.name for p in params)
+        order = tuple(p.name for p in params)
         required = frozenset(p.name for p in params if p.default is inspect.Parameter.empty)
-        return cls(names, required)
+        return cls(frozenset(order), required, order)
+
+    def bound(self, task: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """A keyword call's arguments in parameter order, as ``Signature.bind`` gives
+        them (``TypeError`` naming the first unknown or missing one)."""
+        keys = kwargs.keys()
+        if not keys <= self.names:
+            unknown = next(k for k in kwargs if k not in self.names)
+            raise TypeError(f"task {task!r}: got an unexpected keyword argument {unknown!r}")
+        if not self.required <= keys:
+            missing = next(n for n in self.order if n in self.required and n not in kwargs)
+            raise TypeError(f"task {task!r}: missing a required argument: {missing!r}")
+        if len(keys) == len(self.order):
+            return {name: kwargs[name] for name in self.order}
+        return {name: kwargs[name] for name in self.order if name in kwargs}
 
     def kwargs(self, task: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
         keys = arguments.keys()
@@ -234,6 +251,8 @@ class Task(Generic[P, R]):
     # -- arguments ---------------------------------------------------------------
     def bind(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """The call's arguments by parameter name (``TypeError`` if they don't fit)."""
+        if not args and self._plan is not None:  # keywords only: no Signature bound
+            return self._plan.bound(self.name, kwargs)
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as e:

@@ -118,6 +118,42 @@ def test_a_wrong_call_fails_at_defer_with_type_error() -> None:
         t.payload(1, 2)
 
 
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"a": 1, "c": 3},
+        {"c": 3, "a": 1, "d": 5, "b": 0},
+        {"d": 5, "c": 3, "a": 1},
+        {"a": 1},
+        {"c": 3},
+        {"a": 1, "c": 3, "e": 9},
+        {},
+    ],
+)
+def test_keyword_calls_bind_without_a_signature_exactly_as_signature_bind(
+    kwargs: dict[str, Any],
+) -> None:
+    """The producer's keyword fast path: same arguments, in parameter order (so the
+    same payload bytes), and a TypeError naming the same argument."""
+    app = make_app()
+
+    @app.task(name="t")
+    def t(a: int, b: int = 2, *, c: int, d: int = 4) -> None: ...
+
+    try:
+        expected: Any = dict(t.signature.bind(**kwargs).arguments)
+    except TypeError as e:
+        expected = e
+    if isinstance(expected, TypeError):
+        with pytest.raises(TypeError) as got:
+            t.bind(**kwargs)
+        assert str(got.value) == f"task 't': {expected}"
+    else:
+        bound = t.bind(**kwargs)
+        assert bound == expected and list(bound) == list(expected)
+        assert t.payload(**kwargs) == encode_call("t", expected)
+
+
 @pytest.mark.parametrize("value", [object(), {1, 2}, b"bytes", math.inf, {"k": object()}])
 def test_a_non_encodable_argument_fails_with_payload_error(value: Any) -> None:
     app = make_app()
