@@ -204,6 +204,11 @@ class App:
 
         return register
 
+    def find_task(self, name: str) -> Task[Any, Any] | None:
+        """The task a job names, or ``None`` if this app does not know it (the worker's
+        lookup; a subclass may resolve tasks lazily, as the Django backend does)."""
+        return self.tasks.get(name)
+
     @property
     def queues(self) -> list[str]:
         """The queues the app's tasks run on, sorted."""

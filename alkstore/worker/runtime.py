@@ -560,7 +560,7 @@ class Worker:
         trace = None
         try:
             name, arguments, trace = decode_envelope(job.payload)
-            task = self.app.tasks.get(name)
+            task = self.app.find_task(name)
             if task is None:  # e.g. a rolling deploy: a newer worker may know it
                 known = ", ".join(sorted(self.app.tasks)) or "none"
                 run.done = True
@@ -763,7 +763,7 @@ class Worker:
             task.cancel()  # an async handler gets CancelledError
 
     def _is_async(self, run: _Run) -> bool:
-        task = self.app.tasks.get(self._task_name(run))
+        task = self.app.find_task(self._task_name(run))
         return task is not None and task.is_async
 
     async def _cancel_watch(self, store: Store) -> None:

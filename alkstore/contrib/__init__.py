@@ -1,0 +1,1 @@
+"""Integrations with frameworks (optional extras): ``alkstore.contrib.django``."""
