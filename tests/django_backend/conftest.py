@@ -77,7 +77,7 @@ class Shop:
         return tasks
 
     @property
-    def Order(self) -> Any:  # noqa: N802  # the model class
+    def Order(self) -> Any:  # the model class
         from tests.django_backend.project.shop.models import Order
 
         return Order
