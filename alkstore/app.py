@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import functools
 import os
 import sys
 import threading
@@ -63,6 +64,17 @@ async def _close_at_loop_end(store: Store) -> None:
         await asyncio.Event().wait()
     finally:
         await store.close()
+
+
+def _at_exit(callback: Callable[[], None]) -> None:
+    """Run ``callback`` at interpreter exit while thread pools still take work:
+    ``atexit`` runs after ``concurrent.futures`` refuses new work, so a SQLite store
+    closed from there failed ("cannot schedule new futures after shutdown")."""
+    register = getattr(threading, "_register_atexit", None)  # CPython 3.9+; runs earlier
+    if register is None:
+        atexit.register(callback)
+    else:
+        register(callback)
 
 
 def _close_sync_store(ref: weakref.ReferenceType[SyncStore]) -> None:
@@ -276,7 +288,7 @@ class App:
 
                 store = sync.connect(self.url, schema=self.schema, **self.options)
                 self._sync, self._sync_pid = store, os.getpid()
-                atexit.register(_close_sync_store, weakref.ref(store))
+                _at_exit(functools.partial(_close_sync_store, weakref.ref(store)))
             return store
 
     def close_sync(self) -> None:
