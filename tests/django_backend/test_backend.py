@@ -193,7 +193,11 @@ def test_bad_input_is_refused_with_errors_naming_it(shop: Shop) -> None:
     plain = shop.store().queue("default").enqueue({"not": "a django task"})
     with pytest.raises(TaskResultDoesNotExist, match=f"no result of a Django task with id {plain}"):
         shop.tasks.ship.get_result(str(plain))
-    assert shop.store().admin().stats()[0].pending == 1  # only the plain job
+    handle = shop.store().queue("default").claim_one("w1")
+    assert handle is not None and handle.ack_result({"kept": "not by Django"}, 60)
+    with pytest.raises(TaskResultDoesNotExist, match=f"with id {plain}"):
+        shop.tasks.ship.get_result(str(plain))  # a kept result, but not a Django task's
+    assert shop.store().admin().stats() == []  # nothing was written by the refusals
 
 
 def test_bad_options_are_refused_at_configuration(shop: Shop) -> None:
@@ -240,8 +244,10 @@ def test_the_outbox_refuses_a_store_outside_djangos_database(shop: Shop) -> None
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def test_the_worker_command_refuses_a_backend_that_is_not_alkstores(shop: Shop) -> None:
+def test_the_worker_command_refuses_bad_input_in_one_line(shop: Shop) -> None:
     from django.core.management import CommandError, call_command
 
     with pytest.raises(CommandError, match="no TASKS backend 'nope'"):
         call_command("alkstore_worker", backend="nope")
+    with pytest.raises(CommandError, match="concurrency must be an int >= 1, got 0"):
+        call_command("alkstore_worker", concurrency=0)

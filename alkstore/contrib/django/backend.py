@@ -225,18 +225,22 @@ class AlkstoreBackend(BaseTaskBackend):
 
     @staticmethod
     def _compare_databases(store: SyncStore, connection: Any) -> bool:
+        """Whether the store and Django's connection reach one database (its name, and
+        the server port when both connect over TCP)."""
+        connection.ensure_connection()
+        if type(connection.connection).__module__.startswith("psycopg2"):
+            raise InvalidTask(
+                "the outbox writes on Django's connection, which needs psycopg 3 "
+                "(pip install 'psycopg[binary]'); this one is psycopg2"
+            )
         sql = "SELECT current_database(), inet_server_port()"
         with store.transaction() as tx:
             ours = tuple(tx.execute(sql)[0])
         with connection.cursor() as cursor:
             cursor.execute(sql)
             theirs = tuple(cursor.fetchone())
-        if type(connection.connection).__module__.startswith("psycopg2"):
-            raise InvalidTask(
-                "the outbox writes on Django's connection, which needs psycopg 3 "
-                "(pip install 'psycopg[binary]'); this one is psycopg2"
-            )
-        return ours == theirs
+        same_port = None in (ours[1], theirs[1]) or ours[1] == theirs[1]
+        return bool(ours[0] == theirs[0] and same_port)
 
     # -- results -----------------------------------------------------------------------
     def get_result(self, result_id: str) -> TaskResult[Any]:

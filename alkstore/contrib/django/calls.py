@@ -16,13 +16,12 @@ from typing import Any
 
 from django.utils.module_loading import import_string
 
-from alkstore.core.options import describe
 from alkstore.errors import PayloadError
 from alkstore.tasks import BadCall, decode_call, encode_call
 
 from .compat import Task, TaskError
 
-__all__ = ["call_of", "call_payload", "error_of", "find_django_task", "kept_value"]
+__all__ = ["call_of", "call_payload", "check_kept", "error_of", "find_django_task", "kept_value"]
 
 # the stand-in class of an error that no exception raised (expired, max attempts, a lapsed claim)
 _NO_EXCEPTION = "alkstore.errors.JobDeadError"
@@ -93,10 +92,8 @@ def error_of(text: str) -> TaskError:
     return TaskError(exception_class_path=_class_path(name, traceback), traceback=traceback or head)
 
 
-def check_kept(value: object, result_id: str) -> dict[str, Any]:
-    """A kept value as written by :func:`kept_value`; ``PayloadError`` if it is not one."""
+def check_kept(value: object) -> dict[str, Any] | None:
+    """A kept value as written by :func:`kept_value`, or ``None`` if it is not one."""
     if not isinstance(value, dict) or not {"task", "args", "kwargs", "value"} <= value.keys():
-        raise PayloadError(
-            f"result {result_id} was not written by the Django backend: {describe(value)}"
-        )
+        return None
     return value

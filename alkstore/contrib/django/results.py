@@ -95,9 +95,9 @@ def from_job(job: Job) -> TaskResult[Any] | None:
 
 def from_outcome(outcome: JobOutcome) -> TaskResult[Any] | None:
     """The result of a successful job from its kept value, or ``None`` if it is not one."""
-    kept = check_kept(outcome.value, str(outcome.id))
-    task = find_django_task(kept["task"])
-    if task is None:
+    kept = check_kept(outcome.value)
+    task = None if kept is None else find_django_task(kept["task"])
+    if kept is None or task is None:
         return None
     result = snapshot(
         _as_enqueued(task, outcome.queue, int(kept.get("priority", task.priority))),

@@ -50,7 +50,11 @@ class Command(BaseCommand):
             "--worker-id", default=None, help="This worker's id (default: host:pid:…)."
         )
         parser.add_argument(
-            "--log-level", default="INFO", help="Log level of the worker's lines (default: INFO)."
+            "--log-level",
+            default="INFO",
+            type=str.upper,
+            choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+            help="Log level of the worker's lines (default: INFO).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -68,7 +72,7 @@ class Command(BaseCommand):
         if not queues:
             raise CommandError(f"TASKS[{alias!r}] has no QUEUES: pass --queue NAME")
         logging.basicConfig(
-            level=options["log_level"].upper(), format="%(asctime)s %(levelname)s %(message)s"
+            level=options["log_level"], format="%(asctime)s %(levelname)s %(message)s"
         )
         self.stdout.write(
             f"alkstore worker on {redact_url(backend.url)}, queues {', '.join(queues)}"
