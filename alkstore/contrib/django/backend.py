@@ -18,6 +18,7 @@ a separate database, so an enqueue inside ``atomic()`` is refused unless
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Mapping
 from functools import partial
@@ -28,7 +29,7 @@ from django.utils import timezone
 
 from alkstore.core.names import check_name, check_schema
 from alkstore.core.options import EnqueueOpts, QueueOpts, check_positive, describe
-from alkstore.errors import InvalidArgumentError, InvalidNameError
+from alkstore.errors import AlkstoreError, InvalidArgumentError, InvalidNameError
 from alkstore.sync import Queue as SyncQueue
 from alkstore.sync import Store as SyncStore
 from alkstore.worker.runtime import redact_url
@@ -62,6 +63,8 @@ _OPTIONS = {
     "KEEP_RESULT_S",
 }
 KEEP_RESULT_S = 7 * 86400.0
+
+log = logging.getLogger("alkstore.contrib.django")
 
 # (url, schema, Django database alias, its NAME) whose databases were compared
 _same_database: dict[tuple[str, str, str, str], bool] = {}
@@ -201,7 +204,10 @@ class AlkstoreBackend(BaseTaskBackend):
 
     def _enqueued(self, queue: SyncQueue, result: TaskResult[Any], wake: bool) -> None:
         if wake:
-            self._store().wake(queue.name)
+            try:
+                self._store().wake(queue.name)
+            except AlkstoreError as e:  # committed anyway: the workers' re-poll finds it
+                log.warning("wake of queue %s after commit failed: %s", queue.name, e)
         task_enqueued.send(type(self), task_result=result)
 
     def _outbox(self, store: SyncStore, connection: Any) -> bool:
