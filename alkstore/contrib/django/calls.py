@@ -25,6 +25,7 @@ __all__ = ["call_of", "call_payload", "check_kept", "error_of", "find_django_tas
 
 # the stand-in class of an error that no exception raised (expired, max attempts, a lapsed claim)
 _NO_EXCEPTION = "alkstore.errors.JobDeadError"
+_TRACEBACK = "\nTraceback (most recent call last):\n"
 
 
 def call_payload(task: Task[Any, Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> bytes:
@@ -87,8 +88,11 @@ def _class_path(name: str, traceback: str) -> str:
 def error_of(text: str) -> TaskError:
     """A Django ``TaskError`` from an alkstore ``last_error`` (``Type: message`` and the
     traceback, or a plain reason such as ``expired``)."""
-    head, _, traceback = text.partition("\n")
+    head = text.split("\n", 1)[0]
     name = head.split(":", 1)[0].strip()
+    # the message may span lines: the traceback starts at its first "Traceback" line
+    start = text.find(_TRACEBACK)
+    traceback = text[start + 1 :] if start >= 0 else text.partition("\n")[2]
     return TaskError(exception_class_path=_class_path(name, traceback), traceback=traceback or head)
 
 
