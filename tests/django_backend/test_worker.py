@@ -81,3 +81,29 @@ def test_the_worker_command_runs_the_views_task_and_results_report_each_outcome(
     # each attempt of the failing task: READY while it will be retried, then FAILED
     assert [s["status"] for s in of("charge", "finished")] == ["READY", "FAILED"]
     assert [s["attempts"] for s in of("charge", "started")] == [1, 2]
+
+
+def test_a_job_naming_a_missing_or_broken_task_module_is_retried_and_the_worker_goes_on(
+    shop: Shop,
+) -> None:
+    from alkstore import QueueOpts
+
+    queue = shop.store().queue("default", QueueOpts(max_attempts=1, retry_base_s=0))
+    missing = queue.enqueue({"task": "no_such_module.task", "args": {"args": [], "kwargs": {}}})
+    broken = queue.enqueue(
+        {
+            "task": "tests.django_backend.project.shop.broken_tasks.anything",
+            "args": {"args": [], "kwargs": {}},
+        }
+    )
+    good = shop.tasks.add_slowly.enqueue(1, 2)
+    worker = shop.worker("--queue", "default")
+    for job_id in (missing, broken):
+        with pytest.raises(alkstore.JobDeadError, match="unknown task"):
+            queue.wait_outcome(job_id, timeout_s=60)
+    _wait(shop, good)
+    assert shop.tasks.add_slowly.get_result(good.id).return_value == 3
+    assert worker.poll() is None
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=60) == 0
+    assert "this module is broken" in shop.worker_log()

@@ -160,7 +160,11 @@ class DjangoApp(App):
         found = self.tasks.get(name)
         if found is not None:
             return found
-        task = find_django_task(name)
+        try:
+            task = find_django_task(name)
+        except Exception:  # its module failed to import: retried, like an unknown task
+            log.exception("job names %r, whose module failed to import", name)
+            return None
         if task is None:
             log.warning("job names %r, which is not an importable Django task", name)
             return None
