@@ -34,7 +34,11 @@ async def test_stop_releases_buffered_jobs_unrun_with_their_attempt_uncounted(
         ids = await slow.defer_many([{"n": i} for i in range(6)])
         worker = app.worker(concurrency=2, prefetch=2, handle_signals=False, grace_s=30)
         run = asyncio.create_task(worker.run())
-        await wait_until(lambda: _true(worker.running == 4), what="2 running + 2 buffered")
+        # the handler tasks are created with the claim but start on a later loop turn
+        await wait_until(
+            lambda: _true(worker.running == 4 and len(started) == 2),
+            what="2 running + 2 buffered",
+        )
         assert sorted(started) == [0, 1]
         worker.stop()
         gate.set()
