@@ -17,7 +17,15 @@ from alkstore.core.display import describe
 from alkstore.core.names import is_storable_text
 from alkstore.errors import InvalidArgumentError
 
-__all__ = ["EnqueueOpts", "QueueOpts", "Stamps", "check_positive", "describe", "resolve"]
+__all__ = [
+    "EnqueueOpts",
+    "QueueOpts",
+    "Stamps",
+    "check_positive",
+    "check_switch",
+    "describe",
+    "resolve",
+]
 
 # priorities live in a 32-bit integer column on every engine
 PRIORITY_MIN = -(2**31)
@@ -48,6 +56,19 @@ def check_positive(name: str, value: object) -> float:
     if f <= 0:
         raise InvalidArgumentError(f"{name} must be > 0, got {describe(value)}")
     return f
+
+
+_SWITCH = {"on": True, "off": False, "true": True, "false": False, "1": True, "0": False}
+
+
+def check_switch(name: str, value: object) -> bool:
+    """Return an on/off option (``on``/``off``, ``true``/``false``, ``1``/``0`` or a bool)."""
+    if isinstance(value, bool):
+        return value
+    found = _SWITCH.get(str(value).lower()) if isinstance(value, str | int) else None
+    if found is None:
+        raise InvalidArgumentError(f"{name} must be on or off, got {describe(value)}")
+    return found
 
 
 def check_non_negative(name: str, value: object) -> float:

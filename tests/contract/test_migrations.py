@@ -255,3 +255,39 @@ async def test_many_processes_connecting_at_once_apply_each_migration_once(
             table = sql.Identifier(target.schema, "alk_migrations")
             rows = conn.execute(sql.SQL("SELECT version FROM {} ORDER BY 1").format(table))
             assert [v for (v,) in rows.fetchall()] == [m.version for m in migrations]
+
+
+def _store_exists(target: Any) -> bool:
+    if target.engine == "sqlite":
+        return Path(catalog.sqlite_path(target)).exists()
+    with psycopg.connect(target.url) as conn:
+        found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [target.schema])
+        return found.fetchone() is not None
+
+
+async def test_migrate_off_runs_no_ddl_and_names_what_is_missing_or_behind(
+    target: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kwargs = target.connect_kwargs()
+    named = catalog.sqlite_path(target) if target.engine == "sqlite" else target.schema
+    with pytest.raises(EngineError, match=f"{named}'.*(does not exist|the file does not)"):
+        await alkstore.connect(target.url, **kwargs, migrate="off")
+    assert not _store_exists(target)  # no file, no schema
+    with pytest.raises(alkstore.InvalidArgumentError, match="migrate must be on or off"):
+        await alkstore.connect(target.url, **kwargs, migrate="maybe")
+
+    migrations = _use_fixtures(monkeypatch, target.engine)
+    await catalog.migrate_to(target, migrations[:1])
+    monkeypatch.undo()
+    with pytest.raises(EngineError, match=r"version 1, this alkstore needs .*alkstore migrate"):
+        await alkstore.connect(target.url, **kwargs, migrate="off")
+    with pytest.raises(EngineError, match="version 1, this alkstore needs"):  # still behind
+        await alkstore.connect(target.url, **kwargs, migrate="off")
+
+    async with await alkstore.connect(target.url, **kwargs):  # migrate=on upgrades it
+        pass
+    sep = "&" if "?" in target.url else "?"
+    async with await alkstore.connect(f"{target.url}{sep}migrate=off", **kwargs) as store:
+        job_id = await store.queue("q").enqueue(b"x")
+        job = await store.queue("q").get_job(job_id)
+        assert job is not None and job.payload == b"x"

@@ -12,7 +12,6 @@ the listener's own connection (``listener.py``). Driver errors become
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -40,6 +39,7 @@ from alkstore.engines.postgres.migrator import (
     CLOCKED_NOW,
     QUERIES,
     SCHEMA_VERSION,
+    check_schema_ready,
     format_sql,
     migrate_connection,
 )
@@ -110,6 +110,16 @@ async def _keyed_on(
     return await run_flow(keyed_enqueue(payloads, keys, window_s), step)
 
 
+def _hint(error: psycopg.Error) -> str:
+    """What to do about a missing privilege (docs/postgres.md, "Roles and privileges")."""
+    if not isinstance(error, psycopg.errors.InsufficientPrivilege):
+        return ""
+    return (
+        " (the connecting role lacks this privilege: see docs/postgres.md, "
+        '"Roles and privileges"; DDL needs the owner, via `alkstore migrate`)'
+    )
+
+
 def _ids(rows: list[TupleRow]) -> list[int]:
     ids = [row[0] for row in rows]
     ids.sort()  # RETURNING order is not promised; ids ascend in payload order
@@ -131,7 +141,6 @@ class PostgresEngine:
         self._waker: Waker | None = None
         self._listener: Listener | None = None
         self._closed = False
-        self._background: set[asyncio.Task[None]] = set()
         # queues whose claims came back limited: a slot freed there wakes their consumers
         self._limited: set[str] = set()
 
@@ -184,8 +193,16 @@ class PostgresEngine:
             raise StoreClosedError(f"store on schema {self.schema!r} is closed")
         return self._pool
 
-    def _failure(self, error: psycopg.Error, what: str) -> Exception:
-        """The one translation point of driver errors."""
+    async def _failure(self, error: psycopg.Error, what: str) -> Exception:
+        """The one translation point of driver errors.
+
+        After a lost connection the pool's idle connections are checked before
+        the error reaches the caller: they died with it if the server restarted
+        or the backends were terminated, and a check started in the background
+        would race the caller's next operation onto another dead connection. The
+        check takes them out of the pool at once and returns only those that
+        answer, so the next operation gets a working (or a new) connection.
+        """
         if self._closed:
             return StoreClosedError(f"store on schema {self.schema!r} is closed")
         if (
@@ -193,16 +210,10 @@ class PostgresEngine:
             and not isinstance(error, PoolTimeout)  # a busy pool, not a dead connection
             and self._pool is not None
         ):
-            # A connection died (or the server restarted): the pool drops the
-            # broken one on return; check the idle ones too, so the next
-            # operation does not pick up another dead connection.
-            self._spawn(self._check_pool())
-        return EngineError(f"PostgreSQL error in {what} (schema {self.schema!r}): {error}")
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+            await self._check_pool()
+        return EngineError(
+            f"PostgreSQL error in {what} (schema {self.schema!r}): {error}{_hint(error)}"
+        )
 
     async def _check_pool(self) -> None:
         pool = self._pool
@@ -219,7 +230,7 @@ class PostgresEngine:
                 cur = await conn.execute(self.q[name], self._timed(params), binary=True)
                 return await cur.fetchall()
         except psycopg.Error as e:
-            raise self._failure(e, name) from e
+            raise await self._failure(e, name) from e
 
     async def _fetchone(self, name: str, params: dict[str, Any]) -> TupleRow | None:
         pool = self._check()
@@ -228,7 +239,7 @@ class PostgresEngine:
                 cur = await conn.execute(self.q[name], self._timed(params), binary=True)
                 return await cur.fetchone()
         except psycopg.Error as e:
-            raise self._failure(e, name) from e
+            raise await self._failure(e, name) from e
 
     async def _rowcount(self, name: str, params: dict[str, Any]) -> int:
         pool = self._check()
@@ -237,24 +248,32 @@ class PostgresEngine:
                 cur = await conn.execute(self.q[name], self._timed(params))
                 return cur.rowcount
         except psycopg.Error as e:
-            raise self._failure(e, name) from e
+            raise await self._failure(e, name) from e
 
     # -- lifecycle ----------------------------------------------------------------------
     async def open(self) -> None:
         # Migrate on a connection of our own first: a bad URL or a missing
         # server fails here at once, with libpq's own message, instead of
         # after the pool's timeout.
+        # With migrate=off nothing but reads runs here: a role with row privileges
+        # alone can open the store, and a misspelt schema is an error, not a new store.
         try:
             conn = await self.connect(prepare=False)
             try:
-                await migrate_connection(conn, self.schema)
+                if self.settings.migrate:
+                    await migrate_connection(conn, self.schema)
+                else:
+                    await check_schema_ready(conn, self.schema)
             finally:
                 await conn.close()
         except psycopg.Error as e:
             self._closed = True
             raise EngineError(
-                f"cannot open the PostgreSQL store (schema {self.schema!r}): {e}"
+                f"cannot open the PostgreSQL store (schema {self.schema!r}): {e}{_hint(e)}"
             ) from e
+        except BaseException:
+            self._closed = True
+            raise
         settings = self.settings
         self._pool = AsyncConnectionPool(
             settings.conninfo,
@@ -279,8 +298,6 @@ class PostgresEngine:
             if self._listener is not None:
                 await self._listener.stop()
         finally:
-            for task in list(self._background):
-                task.cancel()
             if self._pool is not None:
                 await self._pool.close()
 
@@ -299,7 +316,7 @@ class PostgresEngine:
                     except psycopg.Error as e:
                         log.warning("alkstore: wake of %r not sent: %s", queue, e)
         except psycopg.Error as e:
-            raise self._failure(e, "enqueue") from e
+            raise await self._failure(e, "enqueue") from e
         if mode == "coalesce":
             self._wake(queue)
         return ids
@@ -327,7 +344,7 @@ class PostgresEngine:
                             self.q, self._timed, conn, queue, payloads, keys, window_s, stamps
                         )
         except psycopg.Error as e:
-            raise self._failure(e, "enqueue") from e
+            raise await self._failure(e, "enqueue") from e
         if any(not item.duplicate for item in result):
             self._wake(queue)
         return result
@@ -506,7 +523,7 @@ class PostgresEngine:
                 if rows and tat != settings.tat:
                     await conn.execute(q["set_tat"], {**key, "tat": tat})
         except psycopg.Error as e:
-            raise self._failure(e, "claim") from e
+            raise await self._failure(e, "claim") from e
         return Claimed(rows, True, wait if admission.rate_capped else None)
 
     async def ack_many(self, items: Sequence[tuple[str, int, int]]) -> set[tuple[int, int]]:
@@ -634,7 +651,7 @@ class PostgresEngine:
                 async with pool.connection() as conn, conn.transaction():
                     await conn.execute(self.q["await_claims"])
             except psycopg.Error as e:
-                raise self._failure(e, "pause") from e
+                raise await self._failure(e, "pause") from e
 
     async def set_limits(
         self,
@@ -730,7 +747,7 @@ class PostgresEngine:
                 await conn.execute(self.q["outcome_add"], self._timed(params))
                 await conn.execute(self.q["outcome_purge"], self._timed({"older_than": keep_s}))
         except psycopg.Error as e:
-            raise self._failure(e, "add_outcomes") from e
+            raise await self._failure(e, "add_outcomes") from e
 
     async def outcome_history(self, seconds: float) -> list[tuple[str, float, str, int]]:
         rows = await self._fetchall("outcome_history", {"seconds": seconds})
@@ -747,7 +764,7 @@ class PostgresEngine:
                 await pool.putconn(conn)
                 raise
         except psycopg.Error as e:
-            raise self._failure(e, "begin") from e
+            raise await self._failure(e, "begin") from e
         return PostgresTransaction(self, pool, conn)
 
 
@@ -783,7 +800,7 @@ class PostgresTransaction:
             )
             ids = _ids(await cur.fetchall())
         except psycopg.Error as e:
-            raise self._engine._failure(e, "transaction enqueue") from e
+            raise await self._engine._failure(e, "transaction enqueue") from e
         self._queues[queue] = None
         return ids
 
@@ -802,7 +819,7 @@ class PostgresTransaction:
                 engine.q, engine._timed, conn, queue, payloads, keys, window_s, stamps
             )
         except psycopg.Error as e:
-            raise self._engine._failure(e, "transaction enqueue") from e
+            raise await self._engine._failure(e, "transaction enqueue") from e
         self._queues[queue] = None
         return result
 
@@ -811,7 +828,7 @@ class PostgresTransaction:
         try:
             await conn.execute(self._engine.q["notify"], {"channel": channel, "payload": payload})
         except psycopg.Error as e:
-            raise self._engine._failure(e, "transaction notify") from e
+            raise await self._engine._failure(e, "transaction notify") from e
 
     async def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None) -> list[Row]:
         conn = self._live()
@@ -821,7 +838,7 @@ class PostgresTransaction:
                 return []
             return await cur.fetchall()
         except psycopg.Error as e:
-            raise self._engine._failure(e, "transaction execute") from e
+            raise await self._engine._failure(e, "transaction execute") from e
 
     async def _finish(self, statement: str) -> None:
         conn, self._conn = self._conn, None
@@ -832,7 +849,7 @@ class PostgresTransaction:
                 await conn.execute(statement)
         except psycopg.Error as e:
             if statement == "COMMIT":
-                raise self._engine._failure(e, "commit") from e
+                raise await self._engine._failure(e, "commit") from e
             log.debug("alkstore: rollback failed (the connection is gone): %s", e)
         finally:
             await self._pool.putconn(conn)
@@ -862,4 +879,4 @@ async def migrate(url: str, schema: str = "alkstore", **options: Any) -> int:
         finally:
             await conn.close()
     except psycopg.Error as e:
-        raise EngineError(f"cannot migrate PostgreSQL schema {schema!r}: {e}") from e
+        raise EngineError(f"cannot migrate PostgreSQL schema {schema!r}: {e}{_hint(e)}") from e

@@ -21,8 +21,17 @@ from psycopg.rows import TupleRow
 
 from alkstore.engines.migrations import Migration, load_migrations
 from alkstore.engines.queries import load_queries
+from alkstore.errors import EngineError
 
-__all__ = ["MIGRATIONS", "QUERIES", "SCHEMA_VERSION", "format_sql", "migrate_connection"]
+__all__ = [
+    "MIGRATIONS",
+    "QUERIES",
+    "SCHEMA_VERSION",
+    "check_schema_ready",
+    "format_sql",
+    "installed_version",
+    "migrate_connection",
+]
 
 Conn = psycopg.AsyncConnection[TupleRow]
 
@@ -64,15 +73,73 @@ async def _lock(conn: Conn, q: dict[str, bytes], params: dict[str, Any]) -> None
         pause = min(pause * 2, 0.1)
 
 
+async def installed_version(conn: Conn, schema: str) -> int | None:
+    """The version ``schema`` is at (0: no alkstore tables), ``None`` if there is no
+    such schema; read without DDL, so any role with USAGE and SELECT can ask."""
+    q = {name: format_sql(QUERIES[name], schema) for name in ("schema_tables", "schema_version")}
+    cur = await conn.execute(q["schema_tables"], {"schema": schema})
+    row = await cur.fetchone()
+    assert row is not None
+    has_schema, has_table = row
+    if not has_schema:
+        return None
+    if not has_table:
+        return 0
+    cur = await conn.execute(q["schema_version"])
+    found = await cur.fetchone()
+    return 0 if found is None else int(found[0])
+
+
+def _newer(schema: str, version: int, target: int) -> psycopg.Error:
+    return psycopg.errors.FeatureNotSupported(
+        f"schema {schema!r} is at version {version}, newer than this alkstore "
+        f"({target}); upgrade alkstore"
+    )
+
+
+async def check_schema_ready(conn: Conn, schema: str) -> int:
+    """``migrate=off``: the version ``schema`` is at if it is this alkstore's; else
+    :class:`EngineError` saying what is missing (no DDL is run)."""
+    version = await installed_version(conn, schema)
+    where = f"database {conn.info.dbname!r}"
+    if version is None:
+        raise EngineError(
+            f"PostgreSQL schema {schema!r} does not exist in {where}: no alkstore store "
+            "there (check the schema name; `alkstore migrate` creates it)"
+        )
+    if version == 0:
+        raise EngineError(
+            f"PostgreSQL schema {schema!r} in {where} has no alkstore tables "
+            "(check the schema name; `alkstore migrate` creates them)"
+        )
+    if version > SCHEMA_VERSION:
+        raise _newer(schema, version, SCHEMA_VERSION)
+    if version < SCHEMA_VERSION:
+        raise EngineError(
+            f"PostgreSQL schema {schema!r} is at version {version}, this alkstore needs "
+            f"{SCHEMA_VERSION}: run `alkstore migrate` (as a role that may create tables)"
+        )
+    return version
+
+
 async def migrate_connection(
     conn: Conn, schema: str, migrations: Sequence[Migration] | None = None
 ) -> int:
     """Create or upgrade ``schema`` on the autocommit ``conn`` to the last of
-    ``migrations`` (default: this alkstore's); the version reached."""
+    ``migrations`` (default: this alkstore's); the version reached.
+
+    A schema already at that version is only read (no lock, no DDL), so a role
+    without CREATE privileges can open an up-to-date store.
+    """
     if migrations is None:
         migrations = MIGRATIONS
-    q = {name: format_sql(text, schema) for name, text in QUERIES.items()}
     target = migrations[-1].version
+    current = await installed_version(conn, schema)
+    if current == target:
+        return target
+    if current is not None and current > target:
+        raise _newer(schema, current, target)
+    q = {name: format_sql(text, schema) for name, text in QUERIES.items()}
     params = {"schema": schema}
     await _lock(conn, q, params)
     try:
@@ -83,10 +150,7 @@ async def migrate_connection(
             row = await cur.fetchone()
         version = 0 if row is None else int(row[0])
         if version > target:
-            raise psycopg.errors.FeatureNotSupported(
-                f"schema {schema!r} is at version {version}, newer than this alkstore "
-                f"({target}); upgrade alkstore"
-            )
+            raise _newer(schema, version, target)
         for migration in migrations:
             if migration.version <= version:
                 continue

@@ -13,14 +13,13 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from psycopg import pq
 
-from alkstore.core.options import DURATION_MAX_S, describe
+from alkstore.core.options import DURATION_MAX_S, check_switch, describe
 from alkstore.errors import InvalidArgumentError
 
 __all__ = ["OPTION_NAMES", "PgSettings", "parse_settings"]
 
 _INT_MAX = 2**31 - 1
 WAKE_MODES = ("coalesce", "on", "off")
-_SWITCH = {"on": True, "off": False, "true": True, "false": False, "1": True, "0": False}
 
 # option name -> what it means (README "Configuration", docs/postgres.md)
 OPTION_NAMES = {
@@ -31,6 +30,7 @@ OPTION_NAMES = {
     "wake_coalesce_ms": "at most one wake per queue per this many ms (default 2)",
     "listen": "on (default) or off: poll-only mode, for PgBouncer transaction pooling",
     "prepare": "on (default) or off: no server-side prepared statements (PgBouncer)",
+    "migrate": "on (default): connect() creates or upgrades the schema; off: it only checks it",
 }
 
 
@@ -46,6 +46,7 @@ class PgSettings:
     wake_coalesce_s: float = 0.002
     listen: bool = True
     prepare: bool = True
+    migrate: bool = True
 
 
 def _libpq_keywords() -> frozenset[str]:
@@ -77,15 +78,6 @@ def _float(key: str, value: object, minimum: float) -> float:
             f"got {describe(value)}"
         )
     return number
-
-
-def _switch(key: str, value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    found = _SWITCH.get(str(value).lower())
-    if found is None:
-        raise InvalidArgumentError(f"{key} must be on or off, got {describe(value)}")
-    return found
 
 
 def parse_settings(url: str, options: dict[str, Any]) -> PgSettings:
@@ -128,6 +120,7 @@ def parse_settings(url: str, options: dict[str, Any]) -> PgSettings:
         pool_timeout_s=_float("pool_timeout_s", ours.get("pool_timeout_s", 30.0), 0.001),
         wake=wake,
         wake_coalesce_s=_float("wake_coalesce_ms", ours.get("wake_coalesce_ms", 2.0), 0.0) / 1000,
-        listen=_switch("listen", ours.get("listen", "on")),
-        prepare=_switch("prepare", ours.get("prepare", "on")),
+        listen=check_switch("listen", ours.get("listen", "on")),
+        prepare=check_switch("prepare", ours.get("prepare", "on")),
+        migrate=check_switch("migrate", ours.get("migrate", "on")),
     )

@@ -17,6 +17,7 @@ import contextvars
 import json
 import logging
 import os
+import pathlib
 import random
 import sqlite3
 import threading
@@ -37,12 +38,12 @@ from alkstore.core.flow import (
     pick_partitions,
 )
 from alkstore.core.job import Row
-from alkstore.core.options import Stamps, check_positive, describe
+from alkstore.core.options import Stamps, check_positive, check_switch, describe
 from alkstore.core.results import RESULTS_CHANNEL
 from alkstore.engine import NoteSink
 from alkstore.engines.queries import load_queries
 from alkstore.engines.sqlite.listener import NoteListener
-from alkstore.engines.sqlite.migrator import migrate
+from alkstore.engines.sqlite.migrator import SCHEMA_VERSION, installed_version, migrate
 from alkstore.errors import EngineError, InvalidArgumentError, StoreClosedError
 
 __all__ = ["SqliteEngine"]
@@ -88,6 +89,7 @@ class SqliteEngine:
         synchronous: str = "full",
         busy_timeout_s: float = 30.0,
         wake_poll_s: float = 0.002,
+        migrate: bool = True,
     ) -> None:
         if synchronous.lower() not in _SYNCHRONOUS:
             raise InvalidArgumentError(
@@ -97,6 +99,7 @@ class SqliteEngine:
         self.synchronous = _SYNCHRONOUS[synchronous.lower()]
         self.busy_timeout_s = check_positive("busy_timeout_s", busy_timeout_s)
         self.wake_poll_s = check_positive("wake_poll_s", wake_poll_s)
+        self.migrate = check_switch("migrate", migrate)
         self._conn: sqlite3.Connection | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -115,7 +118,7 @@ class SqliteEngine:
     @classmethod
     def from_options(cls, path: str, options: dict[str, Any]) -> SqliteEngine:
         """Build from URL query / ``connect()`` keyword options."""
-        known = {"synchronous", "busy_timeout_s", "wake_poll_ms"}
+        known = {"synchronous", "busy_timeout_s", "wake_poll_ms", "migrate"}
         unknown = set(options) - known
         if unknown:
             raise InvalidArgumentError(
@@ -134,11 +137,26 @@ class SqliteEngine:
             synchronous=str(options.get("synchronous", "full")),
             busy_timeout_s=number("busy_timeout_s", 30.0),
             wake_poll_s=number("wake_poll_ms", 2.0) / 1000.0,
+            migrate=check_switch("migrate", options.get("migrate", "on")),
         )
 
     # -- plumbing --------------------------------------------------------------
     def _new_connection(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=0, isolation_level=None, cached_statements=64)
+        if self.migrate:
+            conn = sqlite3.connect(self.path, timeout=0, isolation_level=None, cached_statements=64)
+        else:  # migrate=off: an existing file only, never a new one
+            uri = pathlib.Path(self.path).as_uri() + "?mode=rw"
+            try:
+                conn = sqlite3.connect(
+                    uri, timeout=0, isolation_level=None, cached_statements=64, uri=True
+                )
+            except sqlite3.OperationalError:
+                if os.path.exists(self.path):
+                    raise
+                raise EngineError(
+                    f"no alkstore store at {describe(self.path)}: the file does not exist "
+                    "(check the URL; `alkstore migrate` creates it)"
+                ) from None
         self._with_busy_retry(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchone())
         conn.execute(f"PRAGMA synchronous={self.synchronous}")  # a fixed keyword, never input
         conn.execute("PRAGMA temp_store=MEMORY")
@@ -222,7 +240,23 @@ class SqliteEngine:
 
     def _open_sync(self) -> None:
         conn = self._conn = self._new_connection()
-        migrate(conn, self._write, lambda sql: self._with_busy_retry(lambda: conn.execute(sql)))
+        if self.migrate:
+            migrate(conn, self._write, lambda sql: self._with_busy_retry(lambda: conn.execute(sql)))
+            return
+        version = self._with_busy_retry(lambda: installed_version(conn))
+        if version != SCHEMA_VERSION:
+            conn.close()
+            self._conn = None
+            if version == 0:
+                raise EngineError(
+                    f"{describe(self.path)} is not an alkstore store (no alkstore tables; "
+                    "check the URL; `alkstore migrate` creates them)"
+                )
+            raise EngineError(
+                f"the store {describe(self.path)} is at schema version {version}, this "
+                f"alkstore needs {SCHEMA_VERSION}"
+                + (": run `alkstore migrate`" if version < SCHEMA_VERSION else ": upgrade alkstore")
+            )
 
     async def close(self) -> None:
         if self._closed:
@@ -663,26 +697,27 @@ class SqliteEngine:
         return int(self._read(lambda conn: conn.execute(Q["max_note"]).fetchone()[0]))
 
     async def subscribe(self, channels: Sequence[str], sink: NoteSink) -> None:
-        # The cursor is read before subscribe returns, so every note committed
-        # after this call is delivered.
+        # The newest note id is read before subscribe returns: every note committed
+        # after this call is delivered, and none committed before it, even when the
+        # listener (already running for other channels) has not read that far yet.
         cursor = await self._call(self._max_note)
         if self._listener is None:
             assert self._loop is not None
             listener = NoteListener(
                 self._new_connection, Q, self._loop, sink, cursor, self.wake_poll_s
             )
-            listener.channels = frozenset(channels)
+            listener.add_channels(channels, cursor)
             with _local_lock:
                 _local_listeners.setdefault(self.path, weakref.WeakSet()).add(listener)
             listener.start()
             self._listener = listener
         else:
-            self._listener.channels = self._listener.channels | frozenset(channels)
+            self._listener.add_channels(channels, cursor)
 
     async def unsubscribe(self, channels: Sequence[str]) -> None:
         listener = self._listener
         if listener is not None:
-            listener.channels = listener.channels - frozenset(channels)
+            listener.remove_channels(channels)
 
     # -- admin (alkstore/admin.py) --------------------------------------------------
     async def list_jobs(self, queue: str, state: str | None, limit: int) -> list[Row]:

@@ -54,6 +54,12 @@ class NoteListener:
         self._cursor = cursor
         self._poll_s = poll_s
         self.channels: frozenset[str] = frozenset()
+        # channel -> the last note id committed before it was subscribed: the
+        # thread's cursor may lag behind a later subscription's start, and a note
+        # at or below a channel's start is not that subscription's to receive.
+        # Both are replaced whole (never mutated), so the thread reads a
+        # consistent pair.
+        self._starts: dict[str, int] = {}
         self._event = threading.Event()
         self._stop = False
         self._thread = threading.Thread(
@@ -62,6 +68,19 @@ class NoteListener:
 
     def start(self) -> None:
         self._thread.start()
+
+    def add_channels(self, channels: Sequence[str], start: int) -> None:
+        """Deliver notes of ``channels`` with ids above ``start`` (the newest note id
+        when the subscription was made); channels already listened keep their start."""
+        new = [ch for ch in channels if ch not in self.channels]
+        if not new:
+            return
+        self._starts = {**self._starts, **dict.fromkeys(new, start)}  # before the channels
+        self.channels = self.channels | frozenset(new)
+
+    def remove_channels(self, channels: Sequence[str]) -> None:
+        """Stop delivering notes of ``channels``."""
+        self.channels = self.channels - frozenset(channels)
 
     def poke(self) -> None:
         """A writer in this process committed: look now."""
@@ -114,7 +133,12 @@ class NoteListener:
             gap = rows[0][0] != self._cursor + 1
             self._cursor = rows[-1][0]
             channels = self.channels
-            notes = [(ch, payload) for _, ch, payload in rows if ch in channels]
+            starts = self._starts
+            notes = [
+                (ch, payload)
+                for note_id, ch, payload in rows
+                if ch in channels and note_id > starts.get(ch, 0)
+            ]
             if gap:
                 self._deliver(())
             if notes:

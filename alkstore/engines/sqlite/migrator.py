@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 from alkstore.engines.migrations import Migration, load_migrations
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "installed_version", "migrate"]
 
 MIGRATIONS = load_migrations("alkstore.engines.sqlite")
 SCHEMA_VERSION = MIGRATIONS[-1].version
@@ -25,6 +25,11 @@ Write = Callable[[Callable[[sqlite3.Connection], int]], int]
 
 def _version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def installed_version(conn: sqlite3.Connection) -> int:
+    """The schema version of ``conn``'s database (0: no alkstore tables), read only."""
+    return _version(conn)
 
 
 def migrate(

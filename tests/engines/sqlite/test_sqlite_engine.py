@@ -297,3 +297,22 @@ async def test_a_failed_wake_never_fails_a_committed_enqueue(
         for i in (job_id, *ids, tx_id):
             assert (await q.get_job(i)) is not None
     assert "wake" in caplog.text
+
+
+# -- listening --------------------------------------------------------------------------
+async def test_a_channel_added_to_a_running_listener_gets_no_note_committed_before_it(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path}/jobs.db"
+    notify = f"from alkstore import sync\nwith sync.connect({url!r}) as s: s.notify('second', 'b')"
+    # the listener looks only when poked by a commit of this process (no polling)
+    async with (
+        await alkstore.connect(url, wake_poll_ms=600_000) as store,
+        store.listen("first") as first,
+    ):
+        subprocess.run([sys.executable, "-c", notify], check=True, timeout=WAIT)
+        async with store.listen("second") as second:  # the listener has not read 'b'
+            await store.notify("first", "poke")  # a local commit: it reads now
+            assert (await asyncio.wait_for(anext(first), WAIT)).payload == "poke"
+            await store.notify("second", "after")
+            assert (await asyncio.wait_for(anext(second), WAIT)).payload == "after"

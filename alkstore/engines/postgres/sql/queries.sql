@@ -27,6 +27,13 @@ CREATE TABLE IF NOT EXISTS {schema}.alk_migrations (
     applied_at timestamptz NOT NULL DEFAULT now()
 );
 
+-- name: schema_tables
+-- Whether the schema and its version table exist, read from the catalog
+-- (no DDL, no privilege beyond connecting), before anything else.
+SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = %(schema)s),
+       EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+               WHERE n.nspname = %(schema)s AND c.relname = 'alk_migrations');
+
 -- name: schema_version
 SELECT COALESCE(max(version), 0) FROM {schema}.alk_migrations;
 

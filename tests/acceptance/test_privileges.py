@@ -1,0 +1,198 @@
+"""Least privilege on PostgreSQL: the GRANTs of docs/postgres.md ("Roles and
+privileges") are enough for a worker role and a producer role, and nothing more.
+
+Each test creates its own login roles (unique names) and schema, and drops
+them at the end.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from psycopg import sql
+
+import alkstore
+from alkstore import EngineError
+from alkstore.engines.postgres import migrate
+from tests.acceptance import apps
+from tests.acceptance.conftest import Workers, results, run_cli, wait_until
+from tests.conftest import Target
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "postgres.md"
+
+
+def _documented_grants(schema: str, worker: str, producer: str) -> list[str]:
+    """The ```sql block under "Roles and privileges", for this test's names."""
+    text = DOCS.read_text()
+    section = text[text.index("## Roles and privileges") :]
+    block = re.search(r"```sql\n(.*?)```", section, re.S)
+    assert block is not None, "docs/postgres.md lost its GRANT block"
+    code = re.sub(r"--[^\n]*", "", block[1])
+    names = {"jobs": schema, "app_worker": worker, "app_producer": producer}
+    code = re.sub(r"\b(jobs|app_worker|app_producer)\b", lambda m: f'"{names[m[1]]}"', code)
+    return [s.strip() for s in code.split(";") if s.strip()]
+
+
+def _as(url: str, role: str) -> str:
+    parts = urlsplit(url)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=f"{role}@{host}"))
+
+
+class Roles:
+    """The schema and two login roles of one test, granted as the docs say."""
+
+    def __init__(self, pg_url: str) -> None:
+        tag = uuid.uuid4().hex[:10]
+        self.pg_url = pg_url
+        self.schema = f"priv_{tag}"
+        self.worker = f"alk_worker_{tag}"
+        self.producer = f"alk_producer_{tag}"
+        self.worker_url = _as(pg_url, self.worker)
+        self.producer_url = _as(pg_url, self.producer)
+
+    def create(self) -> None:
+        with psycopg.connect(self.pg_url, autocommit=True) as admin:
+            for role in (self.worker, self.producer):
+                admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+
+    def grant(self) -> None:
+        with psycopg.connect(self.pg_url, autocommit=True) as admin:
+            for statement in _documented_grants(self.schema, self.worker, self.producer):
+                admin.execute(statement.encode())
+
+    def drop(self) -> None:
+        with psycopg.connect(self.pg_url, autocommit=True) as admin:
+            admin.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.schema))
+            )
+            for role in (self.worker, self.producer):
+                exists = admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [role])
+                if exists.fetchone() is None:
+                    continue
+                ident = sql.Identifier(role)
+                # the role's sessions (a killed worker's) first, then its grants
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                    [role],
+                )
+                admin.execute(sql.SQL("DROP OWNED BY {}").format(ident))
+                admin.execute(sql.SQL("DROP ROLE {}").format(ident))
+
+
+@pytest.fixture
+def roles(pg_url: str) -> Iterator[Roles]:
+    made = Roles(pg_url)
+    made.create()
+    try:
+        yield made
+    finally:
+        made.drop()
+
+
+@pytest.fixture
+async def granted(roles: Roles) -> Roles:
+    """The schema migrated by the owner (this session's superuser), then granted."""
+    assert await migrate(roles.pg_url, schema=roles.schema) > 0
+    roles.grant()
+    return roles
+
+
+def _engine_error(caught: pytest.ExceptionInfo[EngineError]) -> str:
+    assert isinstance(caught.value.__cause__, psycopg.errors.InsufficientPrivilege)
+    return str(caught.value)
+
+
+async def test_the_documented_worker_grants_run_a_worker_process_and_the_admin_commands(
+    granted: Roles, tmp_path: Path
+) -> None:
+    target = Target("postgres", granted.worker_url, granted.schema)
+    apps.app.url, apps.app.schema = target.url, target.schema
+    try:
+        store = await apps.app.connect()  # migrate=on, but the schema is current: no DDL
+        ids = [await apps.echo.defer(key=f"k{i}") for i in range(3)]
+        ids.append(await apps.always_fails.defer("doomed"))  # retries, then dead-letters
+        workers = Workers(target, tmp_path)
+        try:
+            proc = workers.start("--concurrency", "2")
+
+            async def done() -> bool:
+                dead = await store.admin().list_jobs("work", state="dead", limit=10)
+                return len(await results(store)) == 6 and len(dead) == 1
+
+            await wait_until(done, what="the worker role's worker to run every job")
+            assert proc.poll() is None, workers.log(proc)
+        finally:
+            workers.close()
+        assert "permission denied" not in workers.log(proc)
+        stats = run_cli(target, "stats")
+        assert stats.returncode == 0, stats.stderr
+        listed = run_cli(target, "jobs", "list", "work", "--state", "dead")
+        assert listed.returncode == 0 and str(ids[-1]) in listed.stdout, listed.stderr
+        assert run_cli(target, "jobs", "requeue", str(ids[-1])).returncode == 0
+        assert run_cli(target, "jobs", "cancel", str(ids[-1])).returncode == 0
+    finally:
+        await apps.app.close()
+        apps.app.url, apps.app.schema = None, "alkstore"
+
+
+async def test_the_worker_role_cannot_create_or_upgrade_a_schema(granted: Roles) -> None:
+    other = f"{granted.schema}_new"
+    with pytest.raises(EngineError) as caught:
+        await alkstore.connect(granted.worker_url, schema=other)
+    message = _engine_error(caught)
+    assert "permission denied for database" in message and "Roles and privileges" in message
+    with pytest.raises(EngineError) as caught:
+        await migrate(granted.worker_url, schema=other)
+    assert "permission denied" in _engine_error(caught)
+    with pytest.raises(EngineError, match=f"schema '{other}' does not exist"):
+        await alkstore.connect(granted.worker_url, schema=other, migrate="off")
+    with psycopg.connect(granted.pg_url) as admin:
+        found = admin.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [other])
+        assert found.fetchone() is None
+
+
+async def test_the_producer_role_enqueues_and_every_other_write_is_refused(
+    granted: Roles,
+) -> None:
+    async with await alkstore.connect(granted.producer_url, schema=granted.schema) as store:
+        q = store.queue("mail")
+        first = await q.enqueue({"to": "a"})
+        more = await q.enqueue_many([b"b", b"c"])
+        assert more == [first + 1, first + 2]
+        for refused in (
+            q.claim_one("w1"),
+            q.cancel(first),
+            q.ack_batch([first]),
+            store.admin().stats(),
+        ):
+            with pytest.raises(EngineError) as caught:
+                await refused
+            message = _engine_error(caught)
+            assert "permission denied for table" in message, message
+            assert "docs/postgres.md" in message
+    async with await alkstore.connect(granted.pg_url, schema=granted.schema) as owner:
+        jobs = await owner.admin().list_jobs("mail", limit=10)
+        assert [job.id for job in jobs] == [first, *more]
+        assert all(job.attempts == 0 for job in jobs)  # nothing claimed, nothing deleted
+
+
+def test_a_role_with_no_grants_gets_a_clear_error_naming_the_schema(granted: Any) -> None:
+    bare = f"alk_bare_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(granted.pg_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(bare)))
+    try:
+        target = Target("postgres", _as(granted.pg_url, bare), granted.schema)
+        out = run_cli(target, "stats")
+        assert out.returncode != 0 and "Traceback" not in out.stderr
+        assert "permission denied for schema" in out.stderr and granted.schema in out.stderr
+    finally:
+        with psycopg.connect(granted.pg_url, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(bare)))
