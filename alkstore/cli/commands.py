@@ -28,9 +28,11 @@ from alkstore.app import App
 from alkstore.cli import render
 from alkstore.cli.logs import LOG_FORMATS, setup_logging
 from alkstore.connect import connect
-from alkstore.core.options import EnqueueOpts
+from alkstore.core.names import check_name
+from alkstore.core.options import EnqueueOpts, QueueOpts
 from alkstore.errors import AlkstoreError, InvalidArgumentError, InvalidNameError, PayloadError
 from alkstore.store import Store
+from alkstore.tasks import BadCall, decode_call
 from alkstore.worker.runtime import redact_url
 
 __all__ = ["cli", "main"]
@@ -100,9 +102,16 @@ def _run(coro: Awaitable[T]) -> T:
         raise Failed(_one_line(e)) from None
 
 
-async def _open(ctx: click.Context, url: str | None, schema: str | None) -> Store:
+async def _open(
+    ctx: click.Context, url: str | None, schema: str | None, *, create: bool = False
+) -> Store:
+    """The command's store. Only ``migrate`` and ``enqueue`` (``create``) may create
+    the file, schema or tables; every other command opens with ``migrate=off``, so
+    a misspelt ``--url`` or ``--schema`` is an error naming it, not an empty store."""
     url, schema = _target(ctx, url, schema)
-    return await connect(url, schema=schema)
+    if create:
+        return await connect(url, schema=schema)
+    return await connect(url, schema=schema, migrate="off")
 
 
 # API parameter -> the CLI option that sets it, for messages a CLI user can act on
@@ -157,7 +166,7 @@ def migrate(ctx: click.Context, url: str | None, schema: str | None) -> None:
     """Create or upgrade the store's tables (connecting does it too; this is explicit)."""
 
     async def go() -> str:
-        async with await _open(ctx, url, schema) as store:
+        async with await _open(ctx, url, schema, create=True) as store:
             return store.url
 
     where = redact_url(_run(go()))
@@ -172,6 +181,14 @@ def migrate(ctx: click.Context, url: str | None, schema: str | None) -> None:
 @click.option("--run-at", default=None, help="ISO 8601 time with a zone, e.g. 2030-01-01T09:00Z.")
 @click.option("--expires-in", type=float, default=None, help="Seconds until it expires.")
 @click.option("--max-attempts", type=int, default=None, help="Attempt budget of this job.")
+@click.option(
+    "--app",
+    "app_spec",
+    metavar="MODULE:APP",
+    default=None,
+    help="The app whose task PAYLOAD calls: the task's own options (max attempts, "
+    "visibility timeout, retry base) apply and its arguments are checked.",
+)
 @_store_options
 @click.pass_context
 def enqueue(
@@ -183,15 +200,30 @@ def enqueue(
     run_at: str | None,
     expires_in: float | None,
     max_attempts: int | None,
+    app_spec: str | None,
     url: str | None,
     schema: str | None,
 ) -> None:
     """Enqueue PAYLOAD (text, stored verbatim as UTF-8; '-' reads stdin) on QUEUE; prints the id.
 
-    A task's job is JSON: '{"task": "myapp.send_email", "args": {"to": "a@b.c"}}'.
+    A task's job is JSON: '{"task": "myapp.send_email", "args": {"to": "a@b.c"}}';
+    with --app MODULE:APP it gets that task's own options, as task.defer() would.
     """
     if payload == "-":
         payload = sys.stdin.read()
+    stamps: QueueOpts | None = None
+    if app_spec is not None:
+        app = load_app(app_spec)
+        stamps = _task_stamps(app, app_spec, queue, payload)
+        url = url or (ctx.find_root().obj or {}).get("url") or app.url
+        schema = schema or (ctx.find_root().obj or {}).get("schema") or app.schema
+    elif (called := _called_task(payload)) is not None:
+        click.echo(
+            f"note: PAYLOAD calls task {called!r} but no --app is given, so queue "
+            f"{queue!r}'s default options apply, not the task's own (max attempts, "
+            "visibility timeout, retry base); pass --app MODULE:APP to apply them",
+            err=True,
+        )
     when: datetime | None = None
     if run_at is not None:
         try:
@@ -213,10 +245,38 @@ def enqueue(
         raise BadInput(_cli_names(_one_line(e))) from None
 
     async def go() -> int:
-        async with await _open(ctx, url, schema) as store:
-            return await store.queue(queue).enqueue(payload, opts)
+        async with await _open(ctx, url, schema, create=True) as store:
+            return await store.queue(queue, stamps).enqueue(payload, opts)
 
     click.echo(_run(go()))
+
+
+def _called_task(payload: str) -> str | None:
+    """The task a payload calls, if it is a task call."""
+    try:
+        name, _ = decode_call(payload.encode("utf-8", "surrogatepass"))
+    except BadCall:
+        return None
+    return name
+
+
+def _task_stamps(app: App, app_spec: str, queue: str, payload: str) -> QueueOpts:
+    """The options of the task PAYLOAD calls (its arguments checked); bad input otherwise."""
+    try:
+        name, arguments = decode_call(payload.encode("utf-8", "surrogatepass"))
+    except BadCall as e:
+        raise BadInput(f"with --app, PAYLOAD must be a task call: {_one_line(e)}") from None
+    task = app.tasks.get(name)
+    if task is None:
+        known = ", ".join(sorted(app.tasks)) or "none"
+        raise BadInput(f"app {app_spec!r} has no task {name!r} (its tasks: {known})")
+    if task.queue != queue:
+        raise BadInput(f"task {name!r} runs on queue {task.queue!r}, not {queue!r}")
+    try:
+        task.call_arguments(arguments)
+    except BadCall as e:
+        raise BadInput(f"PAYLOAD does not fit task {name!r}: {_one_line(e)}") from None
+    return task.opts
 
 
 def _import_app_module(module_name: str, show_traceback: bool) -> Any:
@@ -475,6 +535,10 @@ def jobs_list(
     schema: str | None,
 ) -> None:
     """Jobs of QUEUE (live and dead), oldest first."""
+    try:
+        check_name(queue)  # before the store is opened: a bad name is bad input
+    except InvalidNameError as e:
+        raise BadInput(_one_line(e)) from None
 
     async def go() -> Any:
         async with await _open(ctx, url, schema) as store:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -124,7 +125,44 @@ async def test_sweep_dead_letters_expired_jobs(target: Any) -> None:
 
 
 async def test_stats_on_an_empty_store(target: Any) -> None:
+    ok(run_cli(target, "migrate"))
     assert "no jobs" in ok(run_cli(target, "stats"))
+
+
+READ_ONLY = [["stats"], ["jobs", "list", "q"], ["jobs", "show", "1"]]
+
+
+@pytest.mark.parametrize("args", READ_ONLY)
+def test_a_read_only_command_on_a_misspelt_sqlite_url_names_it_and_creates_no_file(
+    tmp_path: Any, args: list[str]
+) -> None:
+    ok(run_cli(None, "migrate", "--url", f"sqlite:///{tmp_path}/jobs.db"))
+    typo = tmp_path / "jbos.db"
+    fails(run_cli(None, *args, "--url", f"sqlite:///{typo}"), 1, f"no alkstore store at '{typo}'")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["jobs.db"]
+
+
+@pytest.mark.parametrize("args", READ_ONLY)
+def test_a_read_only_command_on_a_misspelt_schema_names_it_and_creates_nothing(
+    pg_url: str, args: list[str]
+) -> None:
+    import psycopg
+
+    typo = f"typo_{uuid.uuid4().hex[:8]}"
+    out = run_cli(None, *args, "--url", pg_url, "--schema", typo)
+    fails(out, 1, f"PostgreSQL schema '{typo}' does not exist")
+    with psycopg.connect(pg_url) as conn:
+        found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [typo])
+        assert found.fetchone() is None
+
+
+def test_a_read_only_command_on_a_file_that_is_no_store_says_so(tmp_path: Any) -> None:
+    import sqlite3
+
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    fails(run_cli(None, "stats", "--url", f"sqlite:///{other}"), 1, "is not an alkstore store")
 
 
 @pytest.mark.parametrize(
@@ -146,6 +184,7 @@ async def test_bad_job_id_is_one_line_exit_2(target: Any, command: str, bad: str
 
 
 async def test_unknown_job_id_is_one_line_exit_1(target: Any) -> None:
+    ok(run_cli(target, "migrate"))
     fails(run_cli(target, "jobs", "show", "424242"), 1, "no job 424242")
 
 
@@ -175,7 +214,8 @@ def test_unreachable_database_is_one_line_exit_1(args: list[str]) -> None:
 
 def test_unopenable_sqlite_file_is_one_line_exit_1(tmp_path: Any) -> None:
     url = f"sqlite:///{tmp_path}/no/such/dir/jobs.db"
-    fails(run_cli(None, "stats", "--url", url), 1, "unable to open")
+    fails(run_cli(None, "migrate", "--url", url), 1, "unable to open")
+    fails(run_cli(None, "stats", "--url", url), 1, "the file does not exist")
 
 
 def test_unsupported_url_is_one_line_exit_2() -> None:
@@ -224,3 +264,45 @@ def test_every_option_of_every_command_has_help_text() -> None:
         if isinstance(param, click.Option) and not param.help
     ]
     assert missing == []
+
+
+async def test_enqueue_with_app_applies_the_tasks_own_options(target: Any) -> None:
+    payload = json.dumps({"task": "slow", "args": {"key": "k", "seconds": 0}})
+    out = run_cli(target, "enqueue", "slow", payload, "--app", "tests.acceptance.apps:app")
+    job_id = int(ok(out).strip())
+    assert "note:" not in out.stderr
+    async with await alkstore.connect(target.url, **target.connect_kwargs()) as store:
+        job = await store.queue("slow").get_job(job_id)
+    assert job is not None
+    # the task's stamps: visibility_timeout_s=1, max_attempts=3, retry_base_s=0
+    assert (job.max_attempts, job.visibility_timeout_s, job.retry_base_s) == (3, 1.0, 0.0)
+
+
+async def test_enqueue_of_a_task_call_without_app_says_the_tasks_options_do_not_apply(
+    target: Any,
+) -> None:
+    payload = json.dumps({"task": "slow", "args": {"key": "k", "seconds": 0}})
+    out = run_cli(target, "enqueue", "slow", payload)
+    job_id = int(ok(out).strip())
+    assert "no --app is given" in out.stderr and "'slow'" in out.stderr
+    async with await alkstore.connect(target.url, **target.connect_kwargs()) as store:
+        job = await store.queue("slow").get_job(job_id)
+    assert job is not None and job.max_attempts == 5  # the queue's defaults
+
+
+@pytest.mark.parametrize(
+    ("queue", "payload", "text"),
+    [
+        ("slow", '"not a call"', "PAYLOAD must be a task call"),
+        ("slow", '{"task": "nope", "args": {}}', "has no task 'nope'"),
+        ("work", '{"task": "slow", "args": {"key": "k"}}', "runs on queue 'slow', not 'work'"),
+        ("slow", '{"task": "slow", "args": {"wrong": 1}}', "does not fit task 'slow'"),
+    ],
+)
+def test_enqueue_with_app_refuses_what_the_task_cannot_run_and_writes_nothing(
+    tmp_path: Any, queue: str, payload: str, text: str
+) -> None:
+    url = f"sqlite:///{tmp_path}/jobs.db"
+    args = ["enqueue", queue, payload, "--app", "tests.acceptance.apps:app", "--url", url]
+    fails(run_cli(None, *args), 2, text)
+    assert not (tmp_path / "jobs.db").exists()
