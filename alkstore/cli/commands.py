@@ -33,7 +33,7 @@ from alkstore.core.options import EnqueueOpts, QueueOpts
 from alkstore.errors import AlkstoreError, InvalidArgumentError, InvalidNameError, PayloadError
 from alkstore.store import Store
 from alkstore.tasks import BadCall, decode_call
-from alkstore.worker.runtime import redact_url
+from alkstore.worker.runtime import Worker, redact_url
 
 __all__ = ["cli", "main"]
 
@@ -478,9 +478,11 @@ def worker(
             app_spec,
         )
 
+    made: list[Worker] = []  # built inside _run, so a bad option is one line too
+
     async def go() -> int:
         try:
-            return await app.worker(
+            runner = app.worker(
                 list(queues) or None,
                 concurrency=concurrency,
                 prefetch=prefetch,
@@ -492,13 +494,16 @@ def worker(
                 metrics_host=metrics_host,
                 presence_interval_s=presence_interval,
                 dead_letter_retention_s=dead_letter_retention,
-            ).run()
+            )
+            made.append(runner)
+            return await runner.run()
         finally:
             await app.close()
 
     code = _run(go())
-    if code:
-        # a forced stop: don't wait at exit for sync handlers still running in threads
+    if code or any(runner.abandoned_threads for runner in made):
+        # a forced stop, or sync handlers still running past the grace period: their
+        # jobs were given back, so exit without waiting for (and letting them finish)
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()

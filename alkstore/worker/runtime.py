@@ -39,6 +39,7 @@ each handler runs in a ``process {queue}`` span when tracing is configured
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import contextvars
 import functools
@@ -292,6 +293,8 @@ class Worker:
         self._beat_at = 0.0  # when the heartbeat task wakes next (monotonic)
         self._sub: Subscription | None = None
         self._pool: ThreadPoolExecutor | None = None
+        # sync handlers' calls still running in a thread (done ones drop out)
+        self._threads: set[concurrent.futures.Future[Any]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         # on a poll-only store, the heartbeat doubles as the cancel/reclaim check
         self._poll_beat_s: float | None = None
@@ -632,7 +635,10 @@ class Worker:
             self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="alkstore-task")
         assert self._loop is not None
         call = functools.partial(contextvars.copy_context().run, task.fn, *args, **kwargs)
-        result = await self._loop.run_in_executor(self._pool, call)
+        thread = self._pool.submit(call)
+        self._threads.add(thread)
+        thread.add_done_callback(self._threads.discard)
+        result = await asyncio.wrap_future(thread, loop=self._loop)
         if asyncio.iscoroutine(result):  # a sync wrapper that returned a coroutine
             return await result
         return result
@@ -916,6 +922,7 @@ class Worker:
         leftovers = [r for r in self._runs if r.task is not None and not r.done]
         for run in leftovers:
             assert run.task is not None
+            run.job._revoke()  # a sync handler sees current_job().cancelled: stop now
             run.task.cancel()
         # the cancelled handlers, and the outcomes still being written
         await asyncio.gather(
@@ -944,6 +951,19 @@ class Worker:
             name = self._task_name(run)
             self._observe(run, name, outcome)
             self._log(logging.WARNING, run, name, outcome, INTERRUPTED)
+        if self.abandoned_threads:
+            log.warning(
+                "%d sync handler(s) still running past the grace period: their jobs were "
+                "given back; their threads cannot be stopped and must not finish them "
+                "(the CLI worker exits without waiting for them)",
+                self.abandoned_threads,
+            )
+
+    @property
+    def abandoned_threads(self) -> int:
+        """Sync handlers still running in a thread whose jobs are no longer this
+        worker's (given back at the end of the grace period, or revoked)."""
+        return sum(1 for thread in list(self._threads) if not thread.done())
 
     async def _release_buffered(self) -> None:
         """Jobs claimed ahead and never started go back unrun (their attempt uncounted)."""

@@ -154,6 +154,16 @@ def long_sync(path: str) -> None:
     log_line(path, "finished", job.id)
 
 
+@app.task(queue="long", name="stubborn_sync", visibility_timeout_s=30)
+def stubborn_sync(path: str) -> None:
+    """A sync handler that never looks at current_job().cancelled."""
+    job = current_job()
+    assert job is not None
+    log_line(path, "start", job.id, os.getpid())
+    time.sleep(3600)
+    log_line(path, "finished", job.id, os.getpid())
+
+
 @app.task(queue="work", name="snoozy")
 async def snoozy(path: str, times: int) -> None:
     job = current_job()

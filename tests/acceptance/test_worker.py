@@ -167,6 +167,28 @@ async def test_sigterm_past_the_grace_period_gives_the_job_back(
     assert "outcome=interrupted" in workers.log(proc)
 
 
+async def test_a_sync_handler_past_the_grace_period_is_given_back_and_not_finished_here(
+    app_store: alkstore.Store, workers: Workers, tmp_path: Any
+) -> None:
+    path = tmp_path / "stubborn.log"
+    job_id = await apps.stubborn_sync.defer(str(path))
+    proc = workers.start("--queue", "long", grace=0.3)
+
+    async def started() -> bool:
+        return path.exists() and "start" in path.read_text()
+
+    await wait_until(started, what="the sync handler to start")
+    proc.send_signal(signal.SIGTERM)
+    # the process neither waits an hour for the thread nor lets it finish the job
+    assert proc.wait(60) == 0, workers.log(proc)
+    job = await app_store.admin().find_job(job_id)
+    assert job is not None and job.state == "pending" and job.attempts == 1
+    assert (job.last_error or "").startswith("interrupted")
+    log = workers.log(proc)
+    assert "outcome=interrupted" in log and "1 sync handler(s) still running" in log
+    assert "finished" not in path.read_text()
+
+
 async def test_second_signal_stops_at_once_and_gives_the_job_back(
     app_store: alkstore.Store, workers: Workers
 ) -> None:
