@@ -14,6 +14,7 @@ from alkstore.core.options import EnqueueOpts, QueueOpts
 from alkstore.core.results import JobOutcome
 from alkstore.errors import (
     AlkstoreError,
+    CopyRefusedError,
     EngineError,
     HandleConsumedError,
     InvalidArgumentError,
@@ -69,5 +70,6 @@ __all__ = [
     "JobDeadError",
     "ResultTimeoutError",
     "ResultUnavailableError",
+    "CopyRefusedError",
     "EngineError",
 ]

@@ -276,3 +276,20 @@ class Engine(Protocol):
 
     async def outcome_history(self, seconds: float) -> list[tuple[str, float, str, int]]:
         """``(queue, minute start as POSIX seconds, outcome, n)`` of the last ``seconds``."""
+
+    # -- store copy (alkstore/copy.py): the tables of core.tables, engine-neutral rows --
+    async def copy_counts(self) -> dict[str, int]:
+        """Rows of each table of ``core.tables.COPIED_TABLES``, by table name."""
+
+    async def copy_read(self, table: str, after: Sequence[Any], limit: int) -> list[Row]:
+        """Up to ``limit`` rows of ``table`` with a key above ``after``, in key order
+        (text by code point), columns and kinds as ``core.tables`` lists them."""
+
+    async def copy_write(self, table: str, rows: Sequence[Row]) -> None:
+        """Insert the rows as given (ids included), in one transaction."""
+
+    async def last_job_id(self) -> int:
+        """The highest job id this store ever handed out (0: none)."""
+
+    async def advance_job_ids(self, last: int) -> None:
+        """Make the next new job's id ``last + 1`` (called only above :meth:`last_job_id`)."""

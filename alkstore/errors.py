@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "AlkstoreError",
+    "CopyRefusedError",
     "EngineError",
     "HandleConsumedError",
     "InvalidArgumentError",
@@ -69,3 +70,7 @@ class ResultTimeoutError(AlkstoreError, TimeoutError):
 
 class ResultUnavailableError(AlkstoreError):
     """The job is gone without a kept result (no such job, not kept, or purged)."""
+
+
+class CopyRefusedError(AlkstoreError):
+    """A store copy was refused (workers registered, destination not empty) or did not verify."""

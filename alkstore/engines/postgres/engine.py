@@ -33,7 +33,10 @@ from alkstore.core.flow import (
 from alkstore.core.job import Row
 from alkstore.core.options import Stamps
 from alkstore.core.results import RESULTS_CHANNEL
+from alkstore.core.tables import COPIED_TABLES
+from alkstore.core.tables import table as copied_table
 from alkstore.engine import NoteSink
+from alkstore.engines.postgres.copying import from_stored, to_stored
 from alkstore.engines.postgres.listener import Listener
 from alkstore.engines.postgres.migrator import (
     CLOCKED_NOW,
@@ -754,6 +757,49 @@ class PostgresEngine:
         return [(q, float(m), o, int(n)) for q, m, o, n in rows]
 
     # -- transactions -------------------------------------------------------------------
+    # -- store copy (alkstore/copy.py) --------------------------------------------------
+    async def copy_counts(self) -> dict[str, int]:
+        row = await self._fetchone("copy_counts", {})
+        assert row is not None
+        return {spec.name: n for spec, n in zip(COPIED_TABLES, row, strict=True)}
+
+    async def copy_read(self, table: str, after: Sequence[Any], limit: int) -> list[Row]:
+        spec = copied_table(table)
+        kinds = spec.kinds()
+        name = f"copy_read_{table[4:]}"
+        pool = self._check()
+        try:
+            async with pool.connection() as conn:
+                params = [*to_stored(kinds, after), limit]
+                cur = await conn.execute(self.q[name], params)
+                rows = await cur.fetchall()
+        except psycopg.Error as e:
+            raise self._failure(e, name) from e
+        return [from_stored(kinds, row) for row in rows]
+
+    async def copy_write(self, table: str, rows: Sequence[Row]) -> None:
+        kinds = copied_table(table).kinds()
+        name = f"copy_write_{table[4:]}"
+        pool = self._check()
+        try:
+            async with pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                await cur.executemany(self.q[name], [to_stored(kinds, r) for r in rows])
+        except psycopg.Error as e:
+            raise self._failure(e, name) from e
+
+    async def last_job_id(self) -> int:
+        row = await self._fetchone("copy_last_id", {})
+        assert row is not None
+        return int(row[0])
+
+    async def advance_job_ids(self, last: int) -> None:
+        pool = self._check()
+        try:
+            async with pool.connection() as conn:
+                await conn.execute(self.q["copy_advance_ids"], [last])
+        except psycopg.Error as e:
+            raise self._failure(e, "copy_advance_ids") from e
+
     async def begin(self) -> PostgresTransaction:
         pool = self._check()
         try:

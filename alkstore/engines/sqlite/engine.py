@@ -40,6 +40,8 @@ from alkstore.core.flow import (
 from alkstore.core.job import Row
 from alkstore.core.options import Stamps, check_positive, check_switch, describe
 from alkstore.core.results import RESULTS_CHANNEL
+from alkstore.core.tables import COPIED_TABLES
+from alkstore.core.tables import table as copied_table
 from alkstore.engine import NoteSink
 from alkstore.engines.queries import load_queries
 from alkstore.engines.sqlite.listener import NoteListener
@@ -759,6 +761,39 @@ class SqliteEngine:
             ]
 
         return await self._call(self._read, read)
+
+    # -- store copy (alkstore/copy.py) ---------------------------------------------
+    async def copy_counts(self) -> dict[str, int]:
+        row = await self._call(self._read, lambda c: c.execute(Q["copy_counts"]).fetchone())
+        return {spec.name: n for spec, n in zip(COPIED_TABLES, row, strict=True)}
+
+    async def copy_read(self, table: str, after: Sequence[Any], limit: int) -> list[Row]:
+        spec = copied_table(table)
+        bools = [i for i, kind in enumerate(spec.kinds()) if kind == "bool"]
+
+        def read(conn: sqlite3.Connection) -> list[Row]:
+            rows = conn.execute(Q[f"copy_read_{table[4:]}"], (*after, limit)).fetchall()
+            if not bools:
+                return rows
+            return [tuple(bool(v) if i in bools else v for i, v in enumerate(r)) for r in rows]
+
+        return await self._call(self._read, read)
+
+    async def copy_write(self, table: str, rows: Sequence[Row]) -> None:
+        copied_table(table)  # only a copied table's own query
+        query = Q[f"copy_write_{table[4:]}"]
+        await self._call(self._write, lambda conn: conn.executemany(query, rows))
+
+    async def last_job_id(self) -> int:
+        row = await self._call(self._read, lambda c: c.execute(Q["copy_last_id"]).fetchone())
+        return int(row[0])
+
+    async def advance_job_ids(self, last: int) -> None:
+        def advance(conn: sqlite3.Connection) -> None:
+            conn.execute(Q["copy_advance_ids"], (last,))
+            conn.execute(Q["copy_start_ids"], (last,))
+
+        await self._call(self._write, advance)
 
     # -- live workers and outcome history -------------------------------------------
     async def upsert_worker(

@@ -643,3 +643,115 @@ SELECT queue, EXTRACT(EPOCH FROM minute)::float8, outcome, count
 FROM {schema}.alk_outcomes
 WHERE minute >= date_trunc('minute', {now} - make_interval(secs => %(seconds)s))
 ORDER BY minute, queue, outcome;
+
+-- Store copy (alkstore/copy.py): the tables of core/tables.py in its column order.
+-- Keys are compared as row values, text COLLATE "C": code point order, as on SQLite.
+
+-- name: copy_counts
+-- Rows of each copied table, in core.tables order.
+SELECT (SELECT count(*) FROM {schema}.alk_queues),
+       (SELECT count(*) FROM {schema}.alk_jobs),
+       (SELECT count(*) FROM {schema}.alk_dead),
+       (SELECT count(*) FROM {schema}.alk_results),
+       (SELECT count(*) FROM {schema}.alk_dedupe),
+       (SELECT count(*) FROM {schema}.alk_schedules),
+       (SELECT count(*) FROM {schema}.alk_outcomes);
+
+-- name: copy_read_queues
+-- A page of alk_queues after a key, in key order.
+SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat
+FROM {schema}.alk_queues
+WHERE queue COLLATE "C" > %s
+ORDER BY queue COLLATE "C"
+LIMIT %s;
+
+-- name: copy_write_queues
+-- One copied row of alk_queues, as the source had it.
+INSERT INTO {schema}.alk_queues (queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s);
+
+-- name: copy_read_jobs
+-- A page of alk_jobs after a key, in key order.
+SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, last_error, dedupe_key, partition_key
+FROM {schema}.alk_jobs
+WHERE id > %s
+ORDER BY id
+LIMIT %s;
+
+-- name: copy_write_jobs
+-- One copied row of alk_jobs, as the source had it.
+INSERT INTO {schema}.alk_jobs (id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, last_error, dedupe_key, partition_key) OVERRIDING SYSTEM VALUE
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);
+
+-- name: copy_read_dead
+-- A page of alk_dead after a key, in key order.
+SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, last_error, died_at, dedupe_key, partition_key
+FROM {schema}.alk_dead
+WHERE id > %s
+ORDER BY id
+LIMIT %s;
+
+-- name: copy_write_dead
+-- One copied row of alk_dead, as the source had it.
+INSERT INTO {schema}.alk_dead (id, queue, payload, priority, run_at, created_at, attempts, max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, last_error, died_at, dedupe_key, partition_key)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);
+
+-- name: copy_read_results
+-- A page of alk_results after a key, in key order.
+SELECT id, queue, outcome, value, attempts, finished_at, expires_at
+FROM {schema}.alk_results
+WHERE id > %s
+ORDER BY id
+LIMIT %s;
+
+-- name: copy_write_results
+-- One copied row of alk_results, as the source had it.
+INSERT INTO {schema}.alk_results (id, queue, outcome, value, attempts, finished_at, expires_at)
+VALUES (%s, %s, %s, %s, %s, %s, %s);
+
+-- name: copy_read_dedupe
+-- A page of alk_dedupe after a key, in key order.
+SELECT queue, dedupe_key, job_id, expires_at
+FROM {schema}.alk_dedupe
+WHERE (queue COLLATE "C", dedupe_key COLLATE "C") > (%s, %s)
+ORDER BY queue COLLATE "C", dedupe_key COLLATE "C"
+LIMIT %s;
+
+-- name: copy_write_dedupe
+-- One copied row of alk_dedupe, as the source had it.
+INSERT INTO {schema}.alk_dedupe (queue, dedupe_key, job_id, expires_at)
+VALUES (%s, %s, %s, %s);
+
+-- name: copy_read_schedules
+-- A page of alk_schedules after a key, in key order.
+SELECT name, last_tick, last_job, updated_at
+FROM {schema}.alk_schedules
+WHERE name COLLATE "C" > %s
+ORDER BY name COLLATE "C"
+LIMIT %s;
+
+-- name: copy_write_schedules
+-- One copied row of alk_schedules, as the source had it.
+INSERT INTO {schema}.alk_schedules (name, last_tick, last_job, updated_at)
+VALUES (%s, %s, %s, %s);
+
+-- name: copy_read_outcomes
+-- A page of alk_outcomes after a key, in key order.
+SELECT queue, minute, outcome, count
+FROM {schema}.alk_outcomes
+WHERE (queue COLLATE "C", minute, outcome COLLATE "C") > (%s, %s, %s)
+ORDER BY queue COLLATE "C", minute, outcome COLLATE "C"
+LIMIT %s;
+
+-- name: copy_write_outcomes
+-- One copied row of alk_outcomes, as the source had it.
+INSERT INTO {schema}.alk_outcomes (queue, minute, outcome, count)
+VALUES (%s, %s, %s, %s);
+
+-- name: copy_last_id
+-- The highest job id ever handed out (the identity's sequence; 0: none).
+SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('{schema}.alk_jobs', 'id')::regclass), 0);
+
+-- name: copy_advance_ids
+-- Set the identity's sequence: the next job gets the id after this one.
+SELECT setval(pg_get_serial_sequence('{schema}.alk_jobs', 'id'), %s);

@@ -415,3 +415,121 @@ DELETE FROM alk_outcomes WHERE minute < :cutoff;
 -- Counts per queue, minute and outcome since :since (POSIX seconds), by minute.
 SELECT queue, minute, outcome, count FROM alk_outcomes
 WHERE minute >= :since ORDER BY minute, queue, outcome;
+
+-- Store copy (alkstore/copy.py): the tables of core/tables.py in its column order.
+-- Keys are compared as row values; text in BINARY order, which is code point order.
+
+-- name: copy_counts
+-- Rows of each copied table, in core.tables order.
+SELECT (SELECT count(*) FROM alk_queues),
+       (SELECT count(*) FROM alk_jobs),
+       (SELECT count(*) FROM alk_dead),
+       (SELECT count(*) FROM alk_results),
+       (SELECT count(*) FROM alk_dedupe),
+       (SELECT count(*) FROM alk_schedules),
+       (SELECT count(*) FROM alk_outcomes);
+
+-- name: copy_read_queues
+-- A page of alk_queues after a key, in key order.
+SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat
+FROM alk_queues
+WHERE queue > ?
+ORDER BY queue
+LIMIT ?;
+
+-- name: copy_write_queues
+-- One copied row of alk_queues, as the source had it.
+INSERT INTO alk_queues (queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: copy_read_jobs
+-- A page of alk_jobs after a key, in key order.
+SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, last_error, dedupe_key, partition_key
+FROM alk_jobs
+WHERE id > ?
+ORDER BY id
+LIMIT ?;
+
+-- name: copy_write_jobs
+-- One copied row of alk_jobs, as the source had it.
+INSERT INTO alk_jobs (id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, last_error, dedupe_key, partition_key)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: copy_read_dead
+-- A page of alk_dead after a key, in key order.
+SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, last_error, died_at, dedupe_key, partition_key
+FROM alk_dead
+WHERE id > ?
+ORDER BY id
+LIMIT ?;
+
+-- name: copy_write_dead
+-- One copied row of alk_dead, as the source had it.
+INSERT INTO alk_dead (id, queue, payload, priority, run_at, created_at, attempts, max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, last_error, died_at, dedupe_key, partition_key)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: copy_read_results
+-- A page of alk_results after a key, in key order.
+SELECT id, queue, outcome, value, attempts, finished_at, expires_at
+FROM alk_results
+WHERE id > ?
+ORDER BY id
+LIMIT ?;
+
+-- name: copy_write_results
+-- One copied row of alk_results, as the source had it.
+INSERT INTO alk_results (id, queue, outcome, value, attempts, finished_at, expires_at)
+VALUES (?, ?, ?, ?, ?, ?, ?);
+
+-- name: copy_read_dedupe
+-- A page of alk_dedupe after a key, in key order.
+SELECT queue, dedupe_key, job_id, expires_at
+FROM alk_dedupe
+WHERE (queue, dedupe_key) > (?, ?)
+ORDER BY queue, dedupe_key
+LIMIT ?;
+
+-- name: copy_write_dedupe
+-- One copied row of alk_dedupe, as the source had it.
+INSERT INTO alk_dedupe (queue, dedupe_key, job_id, expires_at)
+VALUES (?, ?, ?, ?);
+
+-- name: copy_read_schedules
+-- A page of alk_schedules after a key, in key order.
+SELECT name, last_tick, last_job, updated_at
+FROM alk_schedules
+WHERE name > ?
+ORDER BY name
+LIMIT ?;
+
+-- name: copy_write_schedules
+-- One copied row of alk_schedules, as the source had it.
+INSERT INTO alk_schedules (name, last_tick, last_job, updated_at)
+VALUES (?, ?, ?, ?);
+
+-- name: copy_read_outcomes
+-- A page of alk_outcomes after a key, in key order.
+SELECT queue, minute, outcome, count
+FROM alk_outcomes
+WHERE (queue, minute, outcome) > (?, ?, ?)
+ORDER BY queue, minute, outcome
+LIMIT ?;
+
+-- name: copy_write_outcomes
+-- One copied row of alk_outcomes, as the source had it.
+INSERT INTO alk_outcomes (queue, minute, outcome, count)
+VALUES (?, ?, ?, ?);
+
+-- name: copy_last_id
+-- The highest job id ever handed out (AUTOINCREMENT's counter; 0: none).
+SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'alk_jobs'), 0);
+
+-- name: copy_advance_ids
+-- Move AUTOINCREMENT's counter up to ?: the next job gets the id after it.
+UPDATE sqlite_sequence SET seq = max(seq, ?1) WHERE name = 'alk_jobs';
+
+-- name: copy_start_ids
+-- AUTOINCREMENT's counter of a table that never had a row.
+INSERT INTO sqlite_sequence (name, seq)
+SELECT 'alk_jobs', ?1
+WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'alk_jobs');
