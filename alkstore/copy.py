@@ -142,8 +142,8 @@ async def _already_copied(
                 )
             if mine != row:
                 raise CopyRefusedError(
-                    f"the destination's {spec.name} row {describe(key)} differs from the "
-                    "source's: it is not an interrupted copy of this store"
+                    f"the destination is not empty: its {spec.name} row {describe(key)} "
+                    "differs from the source's (not an interrupted copy of this store)"
                 )
             present.add(key)
     return present

@@ -13,6 +13,7 @@ and SQLite's ``alk_notes`` (wake-ups, meaningless once delivered).
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -134,8 +135,10 @@ def table(name: str) -> Table:
 
 
 def micros(seconds: float) -> int:
-    """POSIX seconds as whole microseconds (the resolution both engines keep)."""
-    return round(seconds * 1_000_000)
+    """POSIX seconds as whole microseconds (the resolution both engines keep), rounded
+    as ``datetime.fromtimestamp`` rounds them: the fraction alone, half to even."""
+    fraction, whole = math.modf(seconds)
+    return int(whole) * 1_000_000 + round(fraction * 1_000_000)
 
 
 def _value(kind: Kind, value: Any) -> Any:
