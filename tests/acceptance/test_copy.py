@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -217,7 +216,7 @@ async def test_copy_refuses_a_destination_holding_other_rows(
         assert await dst.queue("mail").cancel(job.id)
         await dst.queue("elsewhere").pause()  # a settings row the source does not have
     async with await _open(src_target) as src, await _open(dst_target) as dst:
-        with pytest.raises(alkstore.CopyRefusedError, match="'elsewhere'.*not in the source"):
+        with pytest.raises(alkstore.CopyRefusedError, match=r"'elsewhere'.*not in the source"):
             await copy_store(src, dst)
         assert await dst.admin().stats() == []
 
