@@ -36,6 +36,7 @@ from alkstore.core.results import RESULTS_CHANNEL
 from alkstore.core.tables import COPIED_TABLES
 from alkstore.core.tables import table as copied_table
 from alkstore.engine import NoteSink
+from alkstore.engines.postgres.borrowed import async_connection, sync_connection
 from alkstore.engines.postgres.copying import from_stored, to_stored
 from alkstore.engines.postgres.listener import Listener
 from alkstore.engines.postgres.migrator import (
@@ -361,13 +362,10 @@ class PostgresEngine:
     async def enqueue_on(
         self, conn: Any, queue: str, payloads: Sequence[bytes], stamps: Stamps
     ) -> list[int]:
-        """Insert on the caller's ``psycopg.AsyncConnection``; they commit; no wake."""
+        """Insert on the caller's ``psycopg.AsyncConnection`` (or SQLAlchemy async
+        session's); they commit; no wake."""
         self._check()
-        if not isinstance(conn, psycopg.AsyncConnection):
-            raise InvalidArgumentError(
-                f"enqueue_on needs a psycopg.AsyncConnection, got {type(conn).__name__} "
-                "(a blocking psycopg.Connection goes to alkstore.sync's enqueue_on)"
-            )
+        conn = await async_connection(conn)
         try:
             # Our own cursor class: server-side binding and tuple rows, whatever
             # cursor_factory or row_factory the caller's connection was given.
@@ -381,13 +379,10 @@ class PostgresEngine:
     def enqueue_on_sync(
         self, conn: Any, queue: str, payloads: Sequence[bytes], stamps: Stamps
     ) -> list[int]:
-        """Insert on the caller's blocking ``psycopg.Connection``; they commit; no wake."""
+        """Insert on the caller's blocking ``psycopg.Connection`` (or SQLAlchemy session's);
+        they commit; no wake."""
         self._check()
-        if not isinstance(conn, psycopg.Connection):
-            raise InvalidArgumentError(
-                f"enqueue_on needs a psycopg.Connection, got {type(conn).__name__} "
-                "(an AsyncConnection goes to the async Queue.enqueue_on)"
-            )
+        conn = sync_connection(conn)
         try:
             with psycopg.Cursor(conn, row_factory=tuple_row) as cur:
                 cur.execute(
@@ -408,10 +403,7 @@ class PostgresEngine:
     ) -> list[Enqueued]:
         """Deduplicated insert on the caller's ``psycopg.AsyncConnection``; they commit."""
         self._check()
-        if not isinstance(conn, psycopg.AsyncConnection):
-            raise InvalidArgumentError(
-                f"enqueue_on needs a psycopg.AsyncConnection, got {type(conn).__name__}"
-            )
+        conn = await async_connection(conn)
         try:
             return await _keyed_on(
                 self.q, self._timed, conn, queue, payloads, keys, window_s, stamps
@@ -430,10 +422,7 @@ class PostgresEngine:
     ) -> list[Enqueued]:
         """Deduplicated insert on the caller's blocking ``psycopg.Connection``; they commit."""
         self._check()
-        if not isinstance(conn, psycopg.Connection):
-            raise InvalidArgumentError(
-                f"enqueue_on needs a psycopg.Connection, got {type(conn).__name__}"
-            )
+        conn = sync_connection(conn)
 
         def step(name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
             query, full = _step_params(queue, stamps, name, params)
