@@ -404,7 +404,8 @@ class Queue(_Enqueuing):
         return got[0]
 
     async def enqueue_on(self, conn: Any, payload: object, opts: EnqueueOpts | None = None) -> int:
-        """Insert one job inside the transaction *your* ``psycopg.AsyncConnection`` holds.
+        """Insert one job inside the transaction *your* ``psycopg.AsyncConnection`` holds
+        (or a SQLAlchemy ``AsyncSession`` / ``AsyncConnection`` on the psycopg dialect).
 
         The transactional outbox: the job commits or rolls back with your own
         writes. Nothing is committed here and no wake is sent; after your commit,

@@ -237,7 +237,8 @@ class Queue(_Enqueuing):
         self._async = aqueue
 
     def enqueue_on(self, conn: Any, payload: object, opts: EnqueueOpts | None = None) -> int:
-        """Insert one job inside the transaction your blocking ``psycopg.Connection`` holds.
+        """Insert one job inside the transaction your blocking ``psycopg.Connection`` holds
+        (or a SQLAlchemy ``Session`` / ``Connection`` on the psycopg dialect).
 
         Runs in your thread, on your connection; you commit, then ``store.wake(name)``
         (Django: ``transaction.on_commit(lambda: store.wake("emails"))``).
