@@ -993,7 +993,12 @@ def copy_command(
         ):
             return await copy_with_progress(source, dest, force=force, console=out)
 
-    report = _run(go())
+    try:
+        report = _run(go())
+    except KeyboardInterrupt:
+        raise Failed(
+            "interrupted: run the same command again to finish (copied rows are skipped)"
+        ) from None
     from alkstore.cli.copying import report_table
 
     out.print(report_table(report))

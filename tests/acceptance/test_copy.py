@@ -295,3 +295,6 @@ def test_copy_from_an_unreachable_store_is_one_line(tmp_path: Path) -> None:
     )
     assert done.returncode == 1 and done.stderr.startswith("Error:")
     assert "Traceback" not in done.stderr
+    done = run_cli(None, "copy", "mysql://db/app", f"sqlite:///{tmp_path}/d.db")
+    assert done.returncode == 2 and "unsupported store URL" in done.stderr
+    assert "Traceback" not in done.stderr
