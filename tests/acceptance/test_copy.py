@@ -298,3 +298,66 @@ def test_copy_from_an_unreachable_store_is_one_line(tmp_path: Path) -> None:
     done = run_cli(None, "copy", "mysql://db/app", f"sqlite:///{tmp_path}/d.db")
     assert done.returncode == 2 and "unsupported store URL" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+async def test_a_copy_process_killed_mid_way_is_finished_by_a_rerun(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """A real ``alkstore copy`` is SIGKILLed while blocked half-way (a lock the test holds
+    on the destination's dead-letter table stops it after the jobs were written)."""
+    import signal
+    import subprocess
+    import sys
+
+    import psycopg
+
+    src_target = _target("sqlite", request, tmp_path, "src")
+    dst_target = _target("postgres", request, tmp_path, "dst")
+    async with await _open(src_target) as src:
+        ids = await src.queue("bulk").enqueue_many([{"n": i} for i in range(1200)])
+        (h,) = await src.queue("bulk").claim_batch("w-old", 1)
+        assert await h.fail("dead before the move")
+    async with await _open(dst_target):
+        pass  # the destination's tables exist
+    with psycopg.connect(dst_target.url) as blocker:
+        blocker.execute(
+            psycopg.sql.SQL("LOCK TABLE {}.alk_dead IN EXCLUSIVE MODE").format(
+                psycopg.sql.Identifier(dst_target.schema)
+            )
+        )  # reads go on, writes wait: the copy stops at its first dead letter
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "alkstore", *_cli_args(src_target, dst_target)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            with psycopg.connect(dst_target.url, autocommit=True) as look:
+
+                async def blocked_after_the_jobs() -> bool:
+                    (waiting,) = look.execute(
+                        "SELECT count(*) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                    ).fetchone()
+                    return waiting > 0
+
+                await wait_until(blocked_after_the_jobs, what="the copy to block on the lock")
+                (copied,) = look.execute(
+                    psycopg.sql.SQL("SELECT count(*) FROM {}.alk_jobs").format(
+                        psycopg.sql.Identifier(dst_target.schema)
+                    )
+                ).fetchone()
+                assert copied == len(ids) - 1
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        blocker.rollback()
+
+    rerun = run_cli(None, *_cli_args(src_target, dst_target))
+    assert rerun.returncode == 0, rerun.stderr
+    async with await _open(dst_target) as dst:
+        jobs = await dst.admin().list_jobs("bulk", limit=10_000)
+        assert [j.id for j in jobs] == ids  # each exactly once, the dead one included
+        assert sum(j.state == "dead" for j in jobs) == 1
