@@ -361,3 +361,40 @@ async def test_a_copy_process_killed_mid_way_is_finished_by_a_rerun(
         jobs = await dst.admin().list_jobs("bulk", limit=10_000)
         assert [j.id for j in jobs] == ids  # each exactly once, the dead one included
         assert sum(j.state == "dead" for j in jobs) == 1
+
+
+NOT_COPIED = {"alk_workers", "alk_notes", "alk_migrations"}  # live registry, wakes, version
+
+
+async def test_the_copy_covers_every_column_of_every_table_of_the_schema(
+    target: Target,
+) -> None:
+    """A migration that adds a table or a column must teach core/tables.py about it."""
+    async with await _open(target) as store:
+        engine: Any = store._engine
+        if target.engine == "sqlite":
+            import sqlite3
+
+            with sqlite3.connect(engine.path) as conn:
+                names = [
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT name FROM sqlite_master WHERE type = 'table' "
+                        "AND name LIKE 'alk\\_%' ESCAPE '\\'"
+                    )
+                ]
+                found = {n: {r[1] for r in conn.execute(f"PRAGMA table_info({n})")} for n in names}
+        else:
+            import psycopg
+
+            with psycopg.connect(target.url) as conn:
+                rows = conn.execute(
+                    "SELECT table_name, column_name FROM information_schema.columns "
+                    "WHERE table_schema = %s",
+                    [target.schema],
+                ).fetchall()
+            found = {}
+            for table_name, column in rows:
+                found.setdefault(table_name, set()).add(column)
+    copied = {spec.name: set(spec.names) for spec in COPIED_TABLES}
+    assert {n: c for n, c in found.items() if n not in NOT_COPIED} == copied
