@@ -763,7 +763,7 @@ class PostgresEngine:
                 cur = await conn.execute(self.q[name], params)
                 rows = await cur.fetchall()
         except psycopg.Error as e:
-            raise self._failure(e, name) from e
+            raise await self._failure(e, name) from e
         return [from_stored(kinds, row) for row in rows]
 
     async def copy_write(self, table: str, rows: Sequence[Row]) -> None:
@@ -774,7 +774,7 @@ class PostgresEngine:
             async with pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
                 await cur.executemany(self.q[name], [to_stored(kinds, r) for r in rows])
         except psycopg.Error as e:
-            raise self._failure(e, name) from e
+            raise await self._failure(e, name) from e
 
     async def last_job_id(self) -> int:
         row = await self._fetchone("copy_last_id", {})
@@ -787,7 +787,7 @@ class PostgresEngine:
             async with pool.connection() as conn:
                 await conn.execute(self.q["copy_advance_ids"], [last])
         except psycopg.Error as e:
-            raise self._failure(e, "copy_advance_ids") from e
+            raise await self._failure(e, "copy_advance_ids") from e
 
     async def begin(self) -> PostgresTransaction:
         pool = self._check()
