@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # Django imports tests.django_backend.project
     sys.path.insert(0, str(ROOT))
 
+from tests.conftest import IN_CI  # noqa: E402 (needs ROOT on sys.path)
+
 ENGINES = [e for e in os.environ.get("ALKSTORE_TEST_ENGINES", "sqlite,postgres").split(",") if e]
 MANAGE = ROOT / "tests" / "django_backend" / "project" / "manage.py"
 SETTINGS = "tests.django_backend.project.settings"
@@ -156,6 +158,8 @@ def shop(
     engine = request.param
     if engine == "postgres":
         if not django_project.has_pg:
+            if IN_CI:
+                pytest.fail("PostgreSQL is required under CI=true but unreachable")
             pytest.skip("PostgreSQL unreachable")
         url, database = django_project.env["SHOP_PG_URL"], "pg"
         schema = f"t_{uuid.uuid4().hex[:12]}"
