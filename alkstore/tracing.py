@@ -18,7 +18,7 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["create_span", "process_span", "use_tracer_provider"]
+__all__ = ["create_span", "process_span", "recording", "use_tracer_provider"]
 
 trace: Any = None  # the opentelemetry modules, imported on first use (startup stays fast)
 propagate: Any = None
@@ -65,6 +65,14 @@ def _off() -> bool:
         return False
     provider = trace.get_tracer_provider()
     return isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+
+
+def recording() -> bool:
+    """Whether spans would record now (the extra is installed and a provider set).
+
+    The worker asks once per claimed batch and skips :func:`process_span` for
+    every job of a batch when not: the check reads the environment."""
+    return not _off()
 
 
 @contextlib.contextmanager

@@ -65,7 +65,7 @@ from alkstore.core.results import encode_result
 from alkstore.errors import AlkstoreError, InvalidArgumentError, PayloadError, StoreClosedError
 from alkstore.store import JobHandle, Queue, Store
 from alkstore.tasks import BadCall, Fail, Snooze, Task, decode_call, decode_envelope
-from alkstore.tracing import process_span
+from alkstore.tracing import process_span, recording
 from alkstore.worker.context import RunningJob, reset_current, set_current
 from alkstore.worker.presence import Presence
 
@@ -132,22 +132,24 @@ class _OutcomeRecords:
             return
         if log.disabled:
             return
-        record = logging.LogRecord.__new__(logging.LogRecord)
-        record.__dict__.update(template.__dict__)
+        state = template.__dict__.copy()  # item stores: cheaper than setattr
         created = time.time()
-        record.created = created
-        record.msecs = int((created - int(created)) * 1000) + 0.0
-        record.relativeCreated = (created - _LOG_START) * 1000
-        record.levelno = level
-        record.levelname = logging.getLevelName(level)
-        record.msg = line
-        record.alkstore = fields
-        if "taskName" in record.__dict__:  # Python 3.12+
+        state["created"] = created
+        state["msecs"] = int((created - int(created)) * 1000) + 0.0
+        state["relativeCreated"] = (created - _LOG_START) * 1000
+        state["levelno"] = level
+        state["levelname"] = logging.getLevelName(level)
+        state["msg"] = line
+        state["alkstore"] = fields
+        if "taskName" in state:  # Python 3.12+
             task = asyncio.current_task()
-            record.taskName = None if task is None else task.get_name()
+            state["taskName"] = None if task is None else task.get_name()
+        record = logging.LogRecord.__new__(logging.LogRecord)
+        record.__dict__ = state
         log.handle(record)
 
 
+_NO_SPAN = contextlib.nullcontext()
 _LOG_START: float = getattr(logging, "_startTime", time.time())
 _pid = os.getpid()  # a record carries the process id; a forked child gets its own templates
 
@@ -298,6 +300,7 @@ class Worker:
         self._loop: asyncio.AbstractEventLoop | None = None
         # on a poll-only store, the heartbeat doubles as the cancel/reclaim check
         self._poll_beat_s: float | None = None
+        self._traced = False  # whether handlers run in spans (asked per claimed batch)
 
     # -- control ------------------------------------------------------------------
     def stop(self, *, force: bool = False) -> None:
@@ -496,6 +499,7 @@ class Worker:
         if not handles:
             return
         now = time.monotonic()
+        self._traced = recording()  # asked once per batch, not per job
         for handle in handles:
             run = _Run(handle, now, self._poll_beat_s)
             self._runs.add(run)
@@ -578,7 +582,12 @@ class Worker:
         timeout: asyncio.Timeout | None = None
         value: Any = None
         try:
-            with process_span(job.queue, job.id, job.attempts, name, trace):
+            span = (
+                process_span(job.queue, job.id, job.attempts, name, trace)
+                if self._traced
+                else _NO_SPAN
+            )
+            with span:
                 if task.timeout_s is None:
                     value = await self._call(task, args, kwargs)
                 else:
