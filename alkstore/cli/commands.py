@@ -353,7 +353,7 @@ def _worker_option(*names: str, env: str, **kwargs: Any) -> Callable[[F], F]:
     env="ALKSTORE_WORKER_PREFETCH",
     type=click.IntRange(min=0),
     default=None,
-    help="Cap on jobs claimed ahead while handlers run [max(2×concurrency, 32)]; 0: none.",
+    help="Cap on jobs claimed ahead while handlers run [max(4×concurrency, 128)]; 0: none.",
 )
 @_worker_option(
     "--grace",

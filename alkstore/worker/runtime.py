@@ -253,7 +253,7 @@ class Worker:
             )
         self.concurrency = concurrency
         if prefetch is None:
-            prefetch = max(2 * concurrency, 32)
+            prefetch = max(4 * concurrency, 128)
         if type(prefetch) is not int or prefetch < 0:
             raise InvalidArgumentError(f"prefetch must be an int >= 0, got {prefetch!r}")
         self.prefetch = prefetch

@@ -496,10 +496,17 @@ class SqliteEngine:
         now = self._clock()
         acked = set()
         freed = set()
-        ack = Q["ack"]
-        for queue, job_id, attempts in items:
+        if len(items) == 1:
+            queue, job_id, attempts = items[0]
             params = {"id": job_id, "queue": queue, "attempts": attempts, "now": now}
-            if conn.execute(ack, params).rowcount:
+            if conn.execute(Q["ack"], params).rowcount:
+                acked.add((job_id, attempts))
+                freed.add(queue)
+        else:  # one statement, not one per row (a third of a worker's ack cost)
+            items_json = json.dumps([[job_id, queue, attempts] for queue, job_id, attempts in items])
+            for job_id, attempts, queue in conn.execute(
+                Q["ack_many"], {"items": items_json, "now": now}
+            ):
                 acked.add((job_id, attempts))
                 freed.add(queue)
         return acked, self._slots_freed(conn, freed)

@@ -182,6 +182,18 @@ DELETE FROM alk_jobs
 WHERE id = :id AND queue = :queue AND state = 'processing' AND attempts = :attempts
   AND claim_expires_at >= :now;
 
+-- name: ack_many
+-- The fenced delete of many claimed rows in one statement: each (id, queue,
+-- attempts) of the JSON array :items under the same fence as `ack`, driven by
+-- the primary key (the unary + keeps the planner off the processing index);
+-- RETURNING says which were deleted.
+DELETE FROM alk_jobs
+WHERE (id, queue, attempts) IN (
+    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]')
+    FROM json_each(:items))
+  AND +state = 'processing' AND +claim_expires_at >= :now
+RETURNING id, attempts, queue;
+
 -- name: retry
 -- Fenced: back to pending at :run_at with the caller's error; claimant cleared.
 UPDATE alk_jobs
