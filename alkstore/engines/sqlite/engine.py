@@ -503,7 +503,9 @@ class SqliteEngine:
                 acked.add((job_id, attempts))
                 freed.add(queue)
         else:  # one statement, not one per row (a third of a worker's ack cost)
-            items_json = json.dumps([[job_id, queue, attempts] for queue, job_id, attempts in items])
+            items_json = json.dumps(
+                [[job_id, queue, attempts] for queue, job_id, attempts in items]
+            )
             for job_id, attempts, queue in conn.execute(
                 Q["ack_many"], {"items": items_json, "now": now}
             ):
