@@ -502,7 +502,7 @@ class SqliteEngine:
             if conn.execute(Q["ack"], params).rowcount:
                 acked.add((job_id, attempts))
                 freed.add(queue)
-        else:  # one statement, not one per row (a third of a worker's ack cost)
+        else:  # one statement, not one per row
             items_json = json.dumps(
                 [[job_id, queue, attempts] for queue, job_id, attempts in items]
             )
