@@ -1,27 +1,25 @@
-"""The PostgreSQL engine: psycopg 3 (async) over a connection pool, one schema per store.
+"""The PostgreSQL engine's storage operations: psycopg 3 (async), one schema per store.
 
 Every operation is one statement on a pool connection in autocommit, so one
 round trip and one transaction: the claim (with its pre-claim sweep), each
 fenced handle operation and every dead-letter move are single statements
-whose CTEs commit together (see ``sql/queries.sql``). All SQL is formatted
-once, at construction, with the schema as a quoted identifier. Wakes go out
-after commit from the waker's own connection (``waker.py``); LISTEN lives on
-the listener's own connection (``listener.py``). Driver errors become
-:class:`EngineError` in one place, :meth:`PostgresEngine._failure`.
+whose CTEs commit together (see ``sql/queries.sql``). The pool, the side
+connections and the translation of driver errors are ``connections.py``'s;
+``store.transaction()`` is ``transaction.py``'s. Wakes go out after commit
+from the waker's own connection (``waker.py``); LISTEN lives on the
+listener's own connection (``listener.py``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
-from psycopg.rows import TupleRow, tuple_row
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg.rows import tuple_row
 
-from alkstore.core.dedupe import Enqueued, keyed_enqueue, run_flow, run_flow_sync
+from alkstore.core.dedupe import Enqueued, keyed_enqueue, run_flow_sync
 from alkstore.core.flow import (
     CANDIDATE_WINDOW,
     Claimed,
@@ -37,283 +35,44 @@ from alkstore.core.tables import COPIED_TABLES
 from alkstore.core.tables import table as copied_table
 from alkstore.engine import NoteSink
 from alkstore.engines.postgres.borrowed import async_connection, sync_connection
+from alkstore.engines.postgres.connections import PgConnections, privilege_hint
 from alkstore.engines.postgres.copying import from_stored, to_stored
-from alkstore.engines.postgres.listener import Listener
-from alkstore.engines.postgres.migrator import (
-    CLOCKED_NOW,
-    QUERIES,
-    SCHEMA_VERSION,
-    check_schema_ready,
-    format_sql,
-    migrate_connection,
+from alkstore.engines.postgres.inserts import (
+    insert_keyed,
+    insert_params,
+    returned_ids,
+    step_params,
 )
-from alkstore.engines.postgres.settings import PgSettings, parse_settings
-from alkstore.engines.postgres.waker import Waker
-from alkstore.errors import EngineError, InvalidArgumentError, StoreClosedError
+from alkstore.engines.postgres.listener import Listener
+from alkstore.engines.postgres.migrator import SCHEMA_VERSION, migrate_connection
+from alkstore.engines.postgres.settings import PgSettings
+from alkstore.engines.postgres.transaction import PostgresTransaction
+from alkstore.errors import EngineError, InvalidArgumentError
 
-__all__ = ["SCHEMA_VERSION", "PostgresEngine", "PostgresTransaction", "migrate"]
+__all__ = ["SCHEMA_VERSION", "PostgresEngine", "migrate"]
 
 log = logging.getLogger("alkstore.postgres")
 
-Conn = psycopg.AsyncConnection[TupleRow]
 
-
-def _insert_params(queue: str, payloads: Sequence[bytes], stamps: Stamps) -> dict[str, Any]:
-    return {
-        "queue": queue,
-        "payloads": payloads if type(payloads) is list else list(payloads),
-        "priority": stamps.priority,
-        "run_at": stamps.run_at,
-        "delay": stamps.delay_s,
-        "max_attempts": stamps.max_attempts,
-        "visibility": stamps.visibility_timeout_s,
-        "retry_base": stamps.retry_base_s,
-        "expires_in": stamps.expires_in_s,
-        "partition_key": stamps.partition_key,
-    }
-
-
-_KEYED_STEPS = {
-    "insert": "insert_keyed_jobs",
-    "take_windows": "take_windows",
-    "window_jobs": "window_jobs",
-    "live_keys": "live_keys",
-    "set_window_jobs": "set_window_jobs",
-}
-
-
-def _step_params(
-    queue: str, stamps: Stamps, name: str, params: dict[str, Any]
-) -> tuple[str, dict[str, Any]]:
-    """The query and parameters of one ``core.dedupe`` step."""
-    if name == "insert":
-        full = _insert_params(queue, params["payloads"], stamps)
-        full["keys"] = params["keys"]
-        return _KEYED_STEPS[name], full
-    return _KEYED_STEPS[name], {"queue": queue, **params}
-
-
-async def _keyed_on(
-    q: dict[str, bytes],
-    timed: Callable[[dict[str, Any]], dict[str, Any]],
-    conn: Conn,
-    queue: str,
-    payloads: Sequence[bytes],
-    keys: Sequence[str | None],
-    window_s: float | None,
-    stamps: Stamps,
-) -> list[Enqueued]:
-    """The deduplicated insert on ``conn``, inside the transaction it holds."""
-
-    async def step(name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        query, full = _step_params(queue, stamps, name, params)
-        async with psycopg.AsyncCursor(conn, row_factory=tuple_row) as cur:
-            await cur.execute(q[query], timed(full))
-            return await cur.fetchall() if cur.description is not None else []
-
-    return await run_flow(keyed_enqueue(payloads, keys, window_s), step)
-
-
-def _hint(error: psycopg.Error) -> str:
-    """What to do about a missing privilege (docs/postgres.md, "Roles and privileges")."""
-    if not isinstance(error, psycopg.errors.InsufficientPrivilege):
-        return ""
-    return (
-        " (the connecting role lacks this privilege: see docs/postgres.md, "
-        '"Roles and privileges"; DDL needs the owner, via `alkstore migrate`)'
-    )
-
-
-def _ids(rows: list[TupleRow]) -> list[int]:
-    ids = [row[0] for row in rows]
-    ids.sort()  # RETURNING order is not promised; ids ascend in payload order
-    return ids
-
-
-class PostgresEngine:
+class PostgresEngine(PgConnections):
     """Storage in one PostgreSQL schema, shared by any number of processes and machines."""
 
     name = "postgres"
 
     def __init__(self, settings: PgSettings, schema: str) -> None:
-        self.settings = settings
-        self.schema = schema
-        self.q = {name: format_sql(text, schema) for name, text in QUERIES.items()}
-        self._clock: Callable[[], float] | None = None
-        self._prepare = 0 if settings.prepare else None
-        self._pool: AsyncConnectionPool[Conn] | None = None
-        self._waker: Waker | None = None
-        self._listener: Listener | None = None
-        self._closed = False
+        super().__init__(settings, schema)
         # queues whose claims came back limited: a slot freed there wakes their consumers
         self._limited: set[str] = set()
-
-    @classmethod
-    def from_url(cls, url: str, schema: str, options: dict[str, Any]) -> PostgresEngine:
-        """Build from a ``postgresql://`` URL (its query may carry alkstore options)."""
-        return cls(parse_settings(url, options), schema)
-
-    def set_clock(self, clock: Callable[[], float]) -> None:
-        """TESTS ONLY: read "now" (POSIX seconds) from ``clock`` instead of the server.
-
-        Every query then takes the time as a parameter; call before use (the
-        queries are formatted again).
-        """
-        self._clock = clock
-        self.q = {name: format_sql(t, self.schema, CLOCKED_NOW) for name, t in QUERIES.items()}
-
-    def _timed(self, params: dict[str, Any]) -> dict[str, Any]:
-        clock = self._clock
-        if clock is None:
-            return params
-        return {**params, "now": datetime.fromtimestamp(clock(), UTC)}
-
-    # -- plumbing ---------------------------------------------------------------------
-    async def connect(self, *, prepare: bool = True) -> Conn:
-        """A new autocommit connection outside the pool (listener, waker, migrations)."""
-        conn = await psycopg.AsyncConnection.connect(
-            self.settings.conninfo,
-            autocommit=True,
-            prepare_threshold=self._prepare if prepare else None,
-        )
-        return conn
-
-    async def _wake_connection(self) -> Conn:
-        conn = await self.connect()
-        # A wake is best-effort and carries no data, so its commit need not wait
-        # for the WAL flush (a NOTIFY transaction writes a commit record): the
-        # notification goes out at commit either way, ~1 ms sooner.
-        await conn.execute("SET synchronous_commit TO off")
-        return conn
-
-    @staticmethod
-    async def _configure(conn: Conn) -> None:
-        # Times come back as UTC; binary timestamptz is an absolute instant, so
-        # this only spares a conversion (it is not needed for correctness).
-        await conn.execute("SET TIME ZONE 'UTC'")
-
-    def _check(self) -> AsyncConnectionPool[Conn]:
-        if self._closed or self._pool is None:
-            raise StoreClosedError(f"store on schema {self.schema!r} is closed")
-        return self._pool
-
-    async def _failure(self, error: psycopg.Error, what: str) -> Exception:
-        """The one translation point of driver errors.
-
-        After a lost connection the pool's idle connections are checked before
-        the error reaches the caller: they died with it if the server restarted
-        or the backends were terminated, and a check started in the background
-        would race the caller's next operation onto another dead connection. The
-        check takes them out of the pool at once and returns only those that
-        answer, so the next operation gets a working (or a new) connection.
-        """
-        if self._closed:
-            return StoreClosedError(f"store on schema {self.schema!r} is closed")
-        if (
-            isinstance(error, psycopg.OperationalError)
-            and not isinstance(error, PoolTimeout)  # a busy pool, not a dead connection
-            and self._pool is not None
-        ):
-            await self._check_pool()
-        return EngineError(
-            f"PostgreSQL error in {what} (schema {self.schema!r}): {error}{_hint(error)}"
-        )
-
-    async def _check_pool(self) -> None:
-        pool = self._pool
-        if pool is not None and not self._closed:
-            try:
-                await pool.check()
-            except psycopg.Error as e:
-                log.debug("alkstore: pool check failed: %s", e)
-
-    async def _fetchall(self, name: str, params: dict[str, Any]) -> list[TupleRow]:
-        pool = self._check()
-        try:
-            async with pool.connection() as conn:
-                cur = await conn.execute(self.q[name], self._timed(params), binary=True)
-                return await cur.fetchall()
-        except psycopg.Error as e:
-            raise await self._failure(e, name) from e
-
-    async def _fetchone(self, name: str, params: dict[str, Any]) -> TupleRow | None:
-        pool = self._check()
-        try:
-            async with pool.connection() as conn:
-                cur = await conn.execute(self.q[name], self._timed(params), binary=True)
-                return await cur.fetchone()
-        except psycopg.Error as e:
-            raise await self._failure(e, name) from e
-
-    async def _rowcount(self, name: str, params: dict[str, Any]) -> int:
-        pool = self._check()
-        try:
-            async with pool.connection() as conn:
-                cur = await conn.execute(self.q[name], self._timed(params))
-                return cur.rowcount
-        except psycopg.Error as e:
-            raise await self._failure(e, name) from e
-
-    # -- lifecycle ----------------------------------------------------------------------
-    async def open(self) -> None:
-        # Migrate on a connection of our own first: a bad URL or a missing
-        # server fails here at once, with libpq's own message, instead of
-        # after the pool's timeout.
-        # With migrate=off nothing but reads runs here: a role with row privileges
-        # alone can open the store, and a misspelt schema is an error, not a new store.
-        try:
-            conn = await self.connect(prepare=False)
-            try:
-                if self.settings.migrate:
-                    await migrate_connection(conn, self.schema)
-                else:
-                    await check_schema_ready(conn, self.schema)
-            finally:
-                await conn.close()
-        except psycopg.Error as e:
-            self._closed = True
-            raise EngineError(
-                f"cannot open the PostgreSQL store (schema {self.schema!r}): {e}{_hint(e)}"
-            ) from e
-        except BaseException:
-            self._closed = True
-            raise
-        settings = self.settings
-        self._pool = AsyncConnectionPool(
-            settings.conninfo,
-            kwargs={"autocommit": True, "prepare_threshold": self._prepare},
-            min_size=settings.pool_min,
-            max_size=settings.pool_max,
-            timeout=settings.pool_timeout_s,
-            configure=self._configure,
-            open=False,
-            name=f"alkstore-{self.schema}",
-        )
-        await self._pool.open(wait=False)
-        self._waker = Waker(self._wake_connection, self.q["wake"], settings.wake_coalesce_s)
-
-    async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            if self._waker is not None:
-                await self._waker.close()
-            if self._listener is not None:
-                await self._listener.stop()
-        finally:
-            if self._pool is not None:
-                await self._pool.close()
 
     # -- enqueue ------------------------------------------------------------------------
     async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
         pool = self._check()
-        params = self._timed(_insert_params(queue, payloads, stamps))
+        params = self._timed(insert_params(queue, payloads, stamps))
         mode = self.settings.wake
         try:
             async with pool.connection() as conn:
                 cur = await conn.execute(self.q["insert_jobs"], params)
-                ids = _ids(await cur.fetchall())
+                ids = returned_ids(await cur.fetchall())
                 if mode == "on":  # the naive baseline: one awaited wake per enqueue
                     try:
                         await conn.execute(self.q["notify"], {"channel": queue, "payload": ""})
@@ -339,12 +98,12 @@ class PostgresEngine:
                 if window_s is None:
                     # one autocommit statement per step: the insert alone decides (the
                     # unique index), and a holder gone before the lookup is retried
-                    result = await _keyed_on(
+                    result = await insert_keyed(
                         self.q, self._timed, conn, queue, payloads, keys, None, stamps
                     )
                 else:  # the window steps commit together with the insert
                     async with conn.transaction():
-                        result = await _keyed_on(
+                        result = await insert_keyed(
                             self.q, self._timed, conn, queue, payloads, keys, window_s, stamps
                         )
         except psycopg.Error as e:
@@ -370,9 +129,9 @@ class PostgresEngine:
             # Our own cursor class: server-side binding and tuple rows, whatever
             # cursor_factory or row_factory the caller's connection was given.
             async with psycopg.AsyncCursor(conn, row_factory=tuple_row) as cur:
-                params = self._timed(_insert_params(queue, payloads, stamps))
+                params = self._timed(insert_params(queue, payloads, stamps))
                 await cur.execute(self.q["insert_jobs"], params)
-                return _ids(await cur.fetchall())
+                return returned_ids(await cur.fetchall())
         except psycopg.Error as e:
             raise EngineError(f"PostgreSQL error in enqueue_on: {e}") from e
 
@@ -386,9 +145,9 @@ class PostgresEngine:
         try:
             with psycopg.Cursor(conn, row_factory=tuple_row) as cur:
                 cur.execute(
-                    self.q["insert_jobs"], self._timed(_insert_params(queue, payloads, stamps))
+                    self.q["insert_jobs"], self._timed(insert_params(queue, payloads, stamps))
                 )
-                return _ids(cur.fetchall())
+                return returned_ids(cur.fetchall())
         except psycopg.Error as e:
             raise EngineError(f"PostgreSQL error in enqueue_on: {e}") from e
 
@@ -405,7 +164,7 @@ class PostgresEngine:
         self._check()
         conn = await async_connection(conn)
         try:
-            return await _keyed_on(
+            return await insert_keyed(
                 self.q, self._timed, conn, queue, payloads, keys, window_s, stamps
             )
         except psycopg.Error as e:
@@ -425,7 +184,7 @@ class PostgresEngine:
         conn = sync_connection(conn)
 
         def step(name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-            query, full = _step_params(queue, stamps, name, params)
+            query, full = step_params(queue, stamps, name, params)
             with psycopg.Cursor(conn, row_factory=tuple_row) as cur:
                 cur.execute(self.q[query], self._timed(full))
                 return cur.fetchall() if cur.description is not None else []
@@ -745,7 +504,6 @@ class PostgresEngine:
         rows = await self._fetchall("outcome_history", {"seconds": seconds})
         return [(q, float(m), o, int(n)) for q, m, o, n in rows]
 
-    # -- transactions -------------------------------------------------------------------
     # -- store copy (alkstore/copy.py) --------------------------------------------------
     async def copy_counts(self) -> dict[str, int]:
         row = await self._fetchone("copy_counts", {})
@@ -789,6 +547,7 @@ class PostgresEngine:
         except psycopg.Error as e:
             raise await self._failure(e, "copy_advance_ids") from e
 
+    # -- transactions -------------------------------------------------------------------
     async def begin(self) -> PostgresTransaction:
         pool = self._check()
         try:
@@ -801,101 +560,6 @@ class PostgresEngine:
         except psycopg.Error as e:
             raise await self._failure(e, "begin") from e
         return PostgresTransaction(self, pool, conn)
-
-
-class PostgresTransaction:
-    """A ``store.transaction()``: one pool connection inside BEGIN … COMMIT.
-
-    Enqueued queues are woken only after the COMMIT succeeds (never from inside
-    the transaction: see ``waker.py``). ``tx.notify`` is different: it is the
-    caller's own notification, so it is a ``pg_notify`` inside the transaction,
-    which PostgreSQL itself delivers at commit and drops on rollback — exactly
-    the contract, and atomic with the commit.
-    """
-
-    def __init__(self, engine: PostgresEngine, pool: AsyncConnectionPool[Conn], conn: Conn) -> None:
-        self._engine = engine
-        self._pool = pool
-        self._conn: Conn | None = conn
-        self._queues: dict[str, None] = {}
-
-    def _live(self) -> Conn:
-        if self._engine._closed:
-            raise StoreClosedError(f"store on schema {self._engine.schema!r} is closed")
-        if self._conn is None:
-            raise StoreClosedError("the transaction is already finished")
-        return self._conn
-
-    async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
-        conn = self._live()
-        try:
-            engine = self._engine
-            cur = await conn.execute(
-                engine.q["insert_jobs"], engine._timed(_insert_params(queue, payloads, stamps))
-            )
-            ids = _ids(await cur.fetchall())
-        except psycopg.Error as e:
-            raise await self._engine._failure(e, "transaction enqueue") from e
-        self._queues[queue] = None
-        return ids
-
-    async def enqueue_keyed(
-        self,
-        queue: str,
-        payloads: Sequence[bytes],
-        keys: Sequence[str | None],
-        window_s: float | None,
-        stamps: Stamps,
-    ) -> list[Enqueued]:
-        conn = self._live()
-        try:
-            engine = self._engine
-            result = await _keyed_on(
-                engine.q, engine._timed, conn, queue, payloads, keys, window_s, stamps
-            )
-        except psycopg.Error as e:
-            raise await self._engine._failure(e, "transaction enqueue") from e
-        self._queues[queue] = None
-        return result
-
-    async def notify(self, channel: str, payload: str) -> None:
-        conn = self._live()
-        try:
-            await conn.execute(self._engine.q["notify"], {"channel": channel, "payload": payload})
-        except psycopg.Error as e:
-            raise await self._engine._failure(e, "transaction notify") from e
-
-    async def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None) -> list[Row]:
-        conn = self._live()
-        try:
-            cur = await conn.execute(sql, params, prepare=False)  # the caller's own SQL
-            if cur.description is None:
-                return []
-            return await cur.fetchall()
-        except psycopg.Error as e:
-            raise await self._engine._failure(e, "transaction execute") from e
-
-    async def _finish(self, statement: str) -> None:
-        conn, self._conn = self._conn, None
-        if conn is None:
-            return
-        try:
-            if not conn.closed:
-                await conn.execute(statement)
-        except psycopg.Error as e:
-            if statement == "COMMIT":
-                raise await self._engine._failure(e, "commit") from e
-            log.debug("alkstore: rollback failed (the connection is gone): %s", e)
-        finally:
-            await self._pool.putconn(conn)
-
-    async def commit(self) -> None:
-        await self._finish("COMMIT")
-        for queue in self._queues:
-            self._engine._wake(queue)
-
-    async def rollback(self) -> None:
-        await self._finish("ROLLBACK")
 
 
 async def migrate(url: str, schema: str = "alkstore", **options: Any) -> int:
@@ -914,4 +578,6 @@ async def migrate(url: str, schema: str = "alkstore", **options: Any) -> int:
         finally:
             await conn.close()
     except psycopg.Error as e:
-        raise EngineError(f"cannot migrate PostgreSQL schema {schema!r}: {e}{_hint(e)}") from e
+        raise EngineError(
+            f"cannot migrate PostgreSQL schema {schema!r}: {e}{privilege_hint(e)}"
+        ) from e

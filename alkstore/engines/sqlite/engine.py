@@ -1,30 +1,20 @@
-"""The SQLite engine: stdlib ``sqlite3`` in WAL mode, one thread per store.
+"""The SQLite engine's storage operations: stdlib ``sqlite3``, one file per store.
 
-Every operation is one hop to the store's own thread, which owns the
-connection; every write unit is one ``BEGIN IMMEDIATE`` transaction (a
-deferred transaction that reads then writes gets ``SQLITE_BUSY`` at once).
-SQLite's built-in busy handler sleeps with a growing back-off, so the process
-that holds the lock keeps winning; instead the busy timeout is 0 and
-``BEGIN IMMEDIATE`` is retried here with short jittered sleeps until
-``busy_timeout_s`` runs out, which shares the lock fairly between processes.
+Each operation is one write unit (one ``BEGIN IMMEDIATE`` transaction) or one
+read on the store's own thread; the thread, the connection and the fair busy
+retries are ``connections.py``'s, ``store.transaction()`` is
+``transaction.py``'s. Wakes are rows of the notes table, written in the
+operation's own transaction (``listener.py`` reads them).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import contextvars
 import json
 import logging
-import os
-import pathlib
-import random
 import sqlite3
 import threading
-import time
 import weakref
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from alkstore.core.dedupe import Enqueued, keyed_enqueue, run_flow_sync
@@ -38,14 +28,15 @@ from alkstore.core.flow import (
     pick_partitions,
 )
 from alkstore.core.job import Row
-from alkstore.core.options import Stamps, check_positive, check_switch, describe
+from alkstore.core.options import Stamps, describe
 from alkstore.core.results import RESULTS_CHANNEL
 from alkstore.core.tables import COPIED_TABLES
 from alkstore.core.tables import table as copied_table
 from alkstore.engine import NoteSink
 from alkstore.engines.queries import load_queries
+from alkstore.engines.sqlite.connections import SqliteConnection, in_transaction
 from alkstore.engines.sqlite.listener import NoteListener
-from alkstore.engines.sqlite.migrator import SCHEMA_VERSION, installed_version, migrate
+from alkstore.engines.sqlite.transaction import SqliteTransaction
 from alkstore.errors import EngineError, InvalidArgumentError, StoreClosedError
 
 __all__ = ["SqliteEngine"]
@@ -57,7 +48,6 @@ T = TypeVar("T")
 _PACKAGE = "alkstore.engines.sqlite"
 Q = load_queries(_PACKAGE)
 
-_SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL", "extra": "EXTRA", "off": "OFF"}
 _NOTES_KEPT = 20_000  # notes kept for listeners; older ones are trimmed
 _TRIM_EVERY = 1024
 
@@ -65,225 +55,24 @@ _TRIM_EVERY = 1024
 _local_listeners: dict[str, weakref.WeakSet[NoteListener]] = {}
 _local_lock = threading.Lock()
 
-# The engine whose transaction the current task is inside (deadlock guard).
-_in_transaction: contextvars.ContextVar[SqliteEngine | None] = contextvars.ContextVar(
-    "alkstore_sqlite_tx", default=None
-)
 
-
-def _is_busy(error: sqlite3.Error) -> bool:
-    code = getattr(error, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-    return "locked" in str(error) or "busy" in str(error)
-
-
-class SqliteEngine:
+class SqliteEngine(SqliteConnection):
     """Storage on one SQLite file, shared safely by many processes on one machine."""
 
     name = "sqlite"
     listens = True  # the notes table is always there
 
-    def __init__(
-        self,
-        path: str,
-        *,
-        synchronous: str = "full",
-        busy_timeout_s: float = 30.0,
-        wake_poll_s: float = 0.002,
-        migrate: bool = True,
-    ) -> None:
-        if synchronous.lower() not in _SYNCHRONOUS:
-            raise InvalidArgumentError(
-                f"invalid synchronous={describe(synchronous)}: use one of {', '.join(_SYNCHRONOUS)}"
-            )
-        self.path = os.path.abspath(path)
-        self.synchronous = _SYNCHRONOUS[synchronous.lower()]
-        self.busy_timeout_s = check_positive("busy_timeout_s", busy_timeout_s)
-        self.wake_poll_s = check_positive("wake_poll_s", wake_poll_s)
-        self.migrate = check_switch("migrate", migrate)
-        self._conn: sqlite3.Connection | None = None
-        self._executor: ThreadPoolExecutor | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._lock: asyncio.Lock | None = None
-        self._listener: NoteListener | None = None
-        self._closed = False
+    def __init__(self, path: str, **settings: Any) -> None:
+        super().__init__(path, **settings)
         self._notes_written = 0
-        self._clock: Callable[[], float] = time.time
         # queues whose claims came back limited: a slot freed there wakes their consumers
         self._limited: set[str] = set()
-
-    def set_clock(self, clock: Callable[[], float]) -> None:
-        """TESTS ONLY: read "now" (POSIX seconds) from ``clock`` instead of ``time.time``."""
-        self._clock = clock
-
-    @classmethod
-    def from_options(cls, path: str, options: dict[str, Any]) -> SqliteEngine:
-        """Build from URL query / ``connect()`` keyword options."""
-        known = {"synchronous", "busy_timeout_s", "wake_poll_ms", "migrate"}
-        unknown = set(options) - known
-        if unknown:
-            raise InvalidArgumentError(
-                f"unknown SQLite option(s) {sorted(unknown)}: known are {sorted(known)}"
-            )
-
-        def number(key: str, default: float) -> float:
-            value = options.get(key, default)
-            if type(value) is str:
-                with contextlib.suppress(ValueError):
-                    value = float(value)
-            return check_positive(key, value)
-
-        return cls(
-            path,
-            synchronous=str(options.get("synchronous", "full")),
-            busy_timeout_s=number("busy_timeout_s", 30.0),
-            wake_poll_s=number("wake_poll_ms", 2.0) / 1000.0,
-            migrate=check_switch("migrate", options.get("migrate", "on")),
-        )
-
-    # -- plumbing --------------------------------------------------------------
-    def _new_connection(self) -> sqlite3.Connection:
-        if self.migrate:
-            conn = sqlite3.connect(self.path, timeout=0, isolation_level=None, cached_statements=64)
-        else:  # migrate=off: an existing file only, never a new one
-            uri = pathlib.Path(self.path).as_uri() + "?mode=rw"
-            try:
-                conn = sqlite3.connect(
-                    uri, timeout=0, isolation_level=None, cached_statements=64, uri=True
-                )
-            except sqlite3.OperationalError:
-                if os.path.exists(self.path):
-                    raise
-                raise EngineError(
-                    f"no alkstore store at {describe(self.path)}: the file does not exist "
-                    "(check the URL; `alkstore migrate` creates it)"
-                ) from None
-        self._with_busy_retry(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchone())
-        conn.execute(f"PRAGMA synchronous={self.synchronous}")  # a fixed keyword, never input
-        conn.execute("PRAGMA temp_store=MEMORY")
-        return conn
-
-    def _with_busy_retry(self, fn: Callable[[], T]) -> T:
-        """Run ``fn``, retrying SQLITE_BUSY with short jittered sleeps (fair between processes)."""
-        deadline = None
-        pause = 0.0002
-        while True:
-            try:
-                return fn()
-            except sqlite3.OperationalError as e:
-                if not _is_busy(e):
-                    raise
-                now = time.monotonic()
-                if deadline is None:
-                    deadline = now + self.busy_timeout_s
-                elif now >= deadline:
-                    raise
-                time.sleep(random.uniform(0.5 * pause, pause))
-                pause = min(pause * 2, 0.004)
-
-    def _write(self, fn: Callable[..., T], *args: Any) -> T:
-        """One write unit on the engine thread: BEGIN IMMEDIATE … COMMIT."""
-        conn = self._conn
-        assert conn is not None
-        self._with_busy_retry(lambda: conn.execute("BEGIN IMMEDIATE"))
-        try:
-            result = fn(conn, *args)
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        return result
-
-    def _read(self, fn: Callable[..., T], *args: Any) -> T:
-        conn = self._conn
-        assert conn is not None
-        return self._with_busy_retry(lambda: fn(conn, *args))
-
-    def _guarded(self, fn: Callable[..., T], *args: Any) -> T:
-        try:
-            return fn(*args)
-        except sqlite3.Error as e:
-            raise EngineError(f"SQLite error on {self.path}: {e}") from e
-
-    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
-        """One hop to the engine thread (waits while another task's transaction is open)."""
-        if self._closed:
-            raise StoreClosedError(f"store on {describe(self.path)} is closed")
-        lock = self._lock
-        assert lock is not None and self._loop is not None
-        if lock.locked():
-            if _in_transaction.get() is self:
-                raise InvalidArgumentError(
-                    "a store operation inside this store's own open transaction would deadlock "
-                    "on SQLite; use tx.queue(...) inside the transaction"
-                )
-            async with lock:
-                return await self._loop.run_in_executor(self._executor, self._guarded, fn, *args)
-        return await self._loop.run_in_executor(self._executor, self._guarded, fn, *args)
 
     def _poke_local(self) -> None:
         with _local_lock:
             listeners = list(_local_listeners.get(self.path, ()))
         for listener in listeners:
             listener.poke()
-
-    # -- lifecycle --------------------------------------------------------------
-    async def open(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._lock = asyncio.Lock()
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="alkstore-sqlite")
-        try:
-            await self._loop.run_in_executor(self._executor, self._guarded, self._open_sync)
-        except BaseException:
-            self._executor.shutdown(wait=False)
-            raise
-
-    def _open_sync(self) -> None:
-        conn = self._conn = self._new_connection()
-        if self.migrate:
-            migrate(conn, self._write, lambda sql: self._with_busy_retry(lambda: conn.execute(sql)))
-            return
-        version = self._with_busy_retry(lambda: installed_version(conn))
-        if version != SCHEMA_VERSION:
-            conn.close()
-            self._conn = None
-            if version == 0:
-                raise EngineError(
-                    f"{describe(self.path)} is not an alkstore store (no alkstore tables; "
-                    "check the URL; `alkstore migrate` creates them)"
-                )
-            raise EngineError(
-                f"the store {describe(self.path)} is at schema version {version}, this "
-                f"alkstore needs {SCHEMA_VERSION}"
-                + (": run `alkstore migrate`" if version < SCHEMA_VERSION else ": upgrade alkstore")
-            )
-
-    async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self._listener is not None:
-            listener, self._listener = self._listener, None
-            await asyncio.get_running_loop().run_in_executor(None, listener.stop)
-        executor = self._executor
-        if executor is not None and self._loop is not None:
-            lock = self._lock
-            assert lock is not None
-            if _in_transaction.get() is self:
-                # closed from inside this task's own open transaction: the lock is
-                # ours; closing the connection rolls the transaction back
-                await self._loop.run_in_executor(executor, self._close_sync)
-            else:
-                async with lock:
-                    await self._loop.run_in_executor(executor, self._close_sync)
-            executor.shutdown(wait=True)
-
-    def _close_sync(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
 
     # -- enqueue ----------------------------------------------------------------
     @staticmethod
@@ -860,7 +649,7 @@ class SqliteEngine:
     async def begin(self) -> SqliteTransaction:
         if self._closed:
             raise StoreClosedError(f"store on {describe(self.path)} is closed")
-        if _in_transaction.get() is self:
+        if in_transaction.get() is self:
             raise InvalidArgumentError("this store's transaction is already open in this task")
         lock = self._lock
         assert lock is not None and self._loop is not None
@@ -875,83 +664,4 @@ class SqliteEngine:
         except BaseException:
             lock.release()
             raise
-        return SqliteTransaction(self, _in_transaction.set(self))
-
-
-class SqliteTransaction:
-    """A ``store.transaction()`` on SQLite: the store's connection, held until the end."""
-
-    def __init__(self, engine: SqliteEngine, token: contextvars.Token[SqliteEngine | None]) -> None:
-        self._engine = engine
-        self._token = token
-        self._wrote_notes = False
-        self._done = False
-
-    async def _hop(self, fn: Callable[..., T], *args: Any) -> T:
-        engine = self._engine
-        if engine._closed:
-            raise StoreClosedError(f"store on {describe(engine.path)} is closed")
-        assert engine._loop is not None
-        return await engine._loop.run_in_executor(engine._executor, engine._guarded, fn, *args)
-
-    async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
-        engine = self._engine
-        ids = await self._hop(engine._insert, engine._conn, queue, payloads, stamps)
-        self._wrote_notes = True
-        return ids
-
-    async def enqueue_keyed(
-        self,
-        queue: str,
-        payloads: Sequence[bytes],
-        keys: Sequence[str | None],
-        window_s: float | None,
-        stamps: Stamps,
-    ) -> list[Enqueued]:
-        engine = self._engine
-        result = await self._hop(
-            engine._insert_keyed, engine._conn, queue, payloads, keys, window_s, stamps
-        )
-        self._wrote_notes = True
-        return result
-
-    async def notify(self, channel: str, payload: str) -> None:
-        engine = self._engine
-        await self._hop(engine._insert_note, engine._conn, channel, payload)
-        self._wrote_notes = True
-
-    async def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None) -> list[Row]:
-        conn = self._engine._conn
-        assert conn is not None
-        return await self._hop(lambda: conn.execute(sql, params or ()).fetchall())
-
-    async def _finish(self, statement: str) -> None:
-        if self._done:
-            return
-        self._done = True
-        engine = self._engine
-        try:
-            if not engine._closed:
-                conn = engine._conn
-                assert conn is not None
-
-                def end() -> None:
-                    if conn.in_transaction:
-                        conn.execute(statement)
-
-                await self._hop(end)
-                if statement == "COMMIT" and self._wrote_notes:
-                    engine._poke_local()
-        finally:
-            # The sync facade enters and exits in two tasks (two contexts): the
-            # token then belongs to a context that is already gone.
-            with contextlib.suppress(ValueError):
-                _in_transaction.reset(self._token)
-            assert engine._lock is not None
-            engine._lock.release()
-
-    async def commit(self) -> None:
-        await self._finish("COMMIT")
-
-    async def rollback(self) -> None:
-        await self._finish("ROLLBACK")
+        return SqliteTransaction(self, in_transaction.set(self))

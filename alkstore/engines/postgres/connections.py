@@ -1,0 +1,221 @@
+"""The PostgreSQL engine's connections: the pool, the side connections, the errors.
+
+:class:`PgConnections` is what the storage operations of ``engine.py`` stand
+on: ``_fetchall`` / ``_fetchone`` / ``_rowcount`` run one named statement on a
+pool connection in autocommit (one round trip, one transaction); ``connect``
+opens the listener's, the waker's and the migrations' own connections; and
+every driver error becomes :class:`EngineError` in one place,
+:meth:`PgConnections._failure`. All SQL is formatted once, at construction,
+with the schema as a quoted identifier.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Self
+
+import psycopg
+from psycopg.rows import TupleRow
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from alkstore.engines.postgres.listener import Listener
+from alkstore.engines.postgres.migrator import (
+    CLOCKED_NOW,
+    QUERIES,
+    check_schema_ready,
+    format_sql,
+    migrate_connection,
+)
+from alkstore.engines.postgres.settings import PgSettings, parse_settings
+from alkstore.engines.postgres.waker import Waker
+from alkstore.errors import EngineError, StoreClosedError
+
+__all__ = ["Conn", "PgConnections", "privilege_hint"]
+
+log = logging.getLogger("alkstore.postgres")
+
+Conn = psycopg.AsyncConnection[TupleRow]
+
+
+def privilege_hint(error: psycopg.Error) -> str:
+    """What to do about a missing privilege (docs/postgres.md, "Roles and privileges")."""
+    if not isinstance(error, psycopg.errors.InsufficientPrivilege):
+        return ""
+    return (
+        " (the connecting role lacks this privilege: see docs/postgres.md, "
+        '"Roles and privileges"; DDL needs the owner, via `alkstore migrate`)'
+    )
+
+
+class PgConnections:
+    """The pool and connections of one store's schema (what ``PostgresEngine`` stands on)."""
+
+    def __init__(self, settings: PgSettings, schema: str) -> None:
+        self.settings = settings
+        self.schema = schema
+        self.q = {name: format_sql(text, schema) for name, text in QUERIES.items()}
+        self._clock: Callable[[], float] | None = None
+        self._prepare = 0 if settings.prepare else None
+        self._pool: AsyncConnectionPool[Conn] | None = None
+        self._waker: Waker | None = None
+        self._listener: Listener | None = None
+        self._closed = False
+
+    @classmethod
+    def from_url(cls, url: str, schema: str, options: dict[str, Any]) -> Self:
+        """Build from a ``postgresql://`` URL (its query may carry alkstore options)."""
+        return cls(parse_settings(url, options), schema)
+
+    def set_clock(self, clock: Callable[[], float]) -> None:
+        """TESTS ONLY: read "now" (POSIX seconds) from ``clock`` instead of the server.
+
+        Every query then takes the time as a parameter; call before use (the
+        queries are formatted again).
+        """
+        self._clock = clock
+        self.q = {name: format_sql(t, self.schema, CLOCKED_NOW) for name, t in QUERIES.items()}
+
+    def _timed(self, params: dict[str, Any]) -> dict[str, Any]:
+        clock = self._clock
+        if clock is None:
+            return params
+        return {**params, "now": datetime.fromtimestamp(clock(), UTC)}
+
+    # -- plumbing ---------------------------------------------------------------------
+    async def connect(self, *, prepare: bool = True) -> Conn:
+        """A new autocommit connection outside the pool (listener, waker, migrations)."""
+        conn = await psycopg.AsyncConnection.connect(
+            self.settings.conninfo,
+            autocommit=True,
+            prepare_threshold=self._prepare if prepare else None,
+        )
+        return conn
+
+    async def _wake_connection(self) -> Conn:
+        conn = await self.connect()
+        # A wake is best-effort and carries no data, so its commit need not wait
+        # for the WAL flush (a NOTIFY transaction writes a commit record): the
+        # notification goes out at commit either way, ~1 ms sooner.
+        await conn.execute("SET synchronous_commit TO off")
+        return conn
+
+    @staticmethod
+    async def _configure(conn: Conn) -> None:
+        # Times come back as UTC; binary timestamptz is an absolute instant, so
+        # this only spares a conversion (it is not needed for correctness).
+        await conn.execute("SET TIME ZONE 'UTC'")
+
+    def _check(self) -> AsyncConnectionPool[Conn]:
+        if self._closed or self._pool is None:
+            raise StoreClosedError(f"store on schema {self.schema!r} is closed")
+        return self._pool
+
+    async def _failure(self, error: psycopg.Error, what: str) -> Exception:
+        """The one translation point of driver errors.
+
+        After a lost connection the pool's idle connections are checked before
+        the error reaches the caller: they died with it if the server restarted
+        or the backends were terminated, and a check started in the background
+        would race the caller's next operation onto another dead connection. The
+        check takes them out of the pool at once and returns only those that
+        answer, so the next operation gets a working (or a new) connection.
+        """
+        if self._closed:
+            return StoreClosedError(f"store on schema {self.schema!r} is closed")
+        if (
+            isinstance(error, psycopg.OperationalError)
+            and not isinstance(error, PoolTimeout)  # a busy pool, not a dead connection
+            and self._pool is not None
+        ):
+            await self._check_pool()
+        return EngineError(
+            f"PostgreSQL error in {what} (schema {self.schema!r}): {error}{privilege_hint(error)}"
+        )
+
+    async def _check_pool(self) -> None:
+        pool = self._pool
+        if pool is not None and not self._closed:
+            try:
+                await pool.check()
+            except psycopg.Error as e:
+                log.debug("alkstore: pool check failed: %s", e)
+
+    async def _fetchall(self, name: str, params: dict[str, Any]) -> list[TupleRow]:
+        pool = self._check()
+        try:
+            async with pool.connection() as conn:
+                cur = await conn.execute(self.q[name], self._timed(params), binary=True)
+                return await cur.fetchall()
+        except psycopg.Error as e:
+            raise await self._failure(e, name) from e
+
+    async def _fetchone(self, name: str, params: dict[str, Any]) -> TupleRow | None:
+        pool = self._check()
+        try:
+            async with pool.connection() as conn:
+                cur = await conn.execute(self.q[name], self._timed(params), binary=True)
+                return await cur.fetchone()
+        except psycopg.Error as e:
+            raise await self._failure(e, name) from e
+
+    async def _rowcount(self, name: str, params: dict[str, Any]) -> int:
+        pool = self._check()
+        try:
+            async with pool.connection() as conn:
+                cur = await conn.execute(self.q[name], self._timed(params))
+                return cur.rowcount
+        except psycopg.Error as e:
+            raise await self._failure(e, name) from e
+
+    # -- lifecycle ----------------------------------------------------------------------
+    async def open(self) -> None:
+        # Migrate on a connection of our own first: a bad URL or a missing
+        # server fails here at once, with libpq's own message, instead of
+        # after the pool's timeout.
+        # With migrate=off nothing but reads runs here: a role with row privileges
+        # alone can open the store, and a misspelt schema is an error, not a new store.
+        try:
+            conn = await self.connect(prepare=False)
+            try:
+                if self.settings.migrate:
+                    await migrate_connection(conn, self.schema)
+                else:
+                    await check_schema_ready(conn, self.schema)
+            finally:
+                await conn.close()
+        except psycopg.Error as e:
+            self._closed = True
+            raise EngineError(
+                f"cannot open the PostgreSQL store (schema {self.schema!r}): {e}{privilege_hint(e)}"
+            ) from e
+        except BaseException:
+            self._closed = True
+            raise
+        settings = self.settings
+        self._pool = AsyncConnectionPool(
+            settings.conninfo,
+            kwargs={"autocommit": True, "prepare_threshold": self._prepare},
+            min_size=settings.pool_min,
+            max_size=settings.pool_max,
+            timeout=settings.pool_timeout_s,
+            configure=self._configure,
+            open=False,
+            name=f"alkstore-{self.schema}",
+        )
+        await self._pool.open(wait=False)
+        self._waker = Waker(self._wake_connection, self.q["wake"], settings.wake_coalesce_s)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._waker is not None:
+                await self._waker.close()
+            if self._listener is not None:
+                await self._listener.stop()
+        finally:
+            if self._pool is not None:
+                await self._pool.close()
