@@ -20,6 +20,7 @@ from alkstore.core.names import check_name, check_worker_id
 from alkstore.core.options import check_positive, describe
 from alkstore.core.results import JobOutcome
 from alkstore.errors import InvalidArgumentError
+from alkstore.store import engine_of
 
 if TYPE_CHECKING:
     from alkstore.store import Store
@@ -128,7 +129,7 @@ class Admin:
 
     async def list_jobs(self, queue: str, state: str | None = None, limit: int = 100) -> list[Job]:
         """Jobs of ``queue`` (live and dead, or one ``state``) in id order, at most ``limit``."""
-        engine = self._store._check()
+        engine = engine_of(self._store)
         check_name(queue)
         if state is not None and state not in JOB_STATES:
             raise InvalidArgumentError(
@@ -143,7 +144,7 @@ class Admin:
     async def outcomes(self, queue: str, limit: int = 20) -> list[JobOutcome]:
         """The latest finished jobs of ``queue``, newest first: kept results (``success``)
         and dead jobs (``dead``, with their last error), at most ``limit``."""
-        engine = self._store._check()
+        engine = engine_of(self._store)
         check_name(queue)
         if type(limit) is not int or not 1 <= limit <= LIST_LIMIT_MAX:
             raise InvalidArgumentError(
@@ -153,7 +154,7 @@ class Admin:
 
     async def outcome(self, job_id: int, queue: str | None = None) -> JobOutcome | None:
         """What became of one job (of ``queue``, or any): kept result, dead, live; if any."""
-        engine = self._store._check()
+        engine = engine_of(self._store)
         if queue is not None:
             check_name(queue)
         rows = await engine.outcomes(queue, [_check_id(job_id)])
@@ -161,17 +162,17 @@ class Admin:
 
     async def schedule_marks(self, names: list[str]) -> list[tuple[str, float, int | None]]:
         """``(name, last tick as POSIX seconds, last job id)`` of the named schedules."""
-        engine = self._store._check()
+        engine = engine_of(self._store)
         return await engine.schedule_marks(names)
 
     async def mark_schedule(self, name: str, tick: float, job_id: int | None) -> None:
         """Move a schedule's mark forward to ``tick`` (never back)."""
-        engine = self._store._check()
+        engine = engine_of(self._store)
         await engine.mark_schedule(name, tick, job_id)
 
     async def find_job(self, job_id: int) -> Job | None:
         """The job with this id in any queue, live or dead."""
-        engine = self._store._check()
+        engine = engine_of(self._store)
         row = await engine.find_job(_check_id(job_id))
         return None if row is None else Job(row)
 
@@ -182,17 +183,17 @@ class Admin:
         is cleared (else the job would expire again at once). ``False`` if the
         job is not dead.
         """
-        engine = self._store._check()
+        engine = engine_of(self._store)
         return await engine.requeue_dead(_check_id(job_id), REQUEUE_ATTEMPTS)
 
     async def stats(self) -> list[QueueStats]:
         """Counts per queue that has any live or dead job, by queue name."""
-        engine = self._store._check()
+        engine = engine_of(self._store)
         return [QueueStats(*row) for row in await engine.stats()]
 
     async def cancel(self, job_id: int) -> bool:
         """Delete the live job with this id in any queue; ``False`` if none is live."""
-        engine = self._store._check()
+        engine = engine_of(self._store)
         row = await engine.find_job(_check_id(job_id))
         if row is None or row[3] == "dead":
             return False
@@ -200,7 +201,7 @@ class Admin:
 
     async def requeue_many(self, job_ids: Iterable[int]) -> int:
         """:meth:`requeue` each dead job listed; count those requeued."""
-        engine = self._store._check()
+        engine = engine_of(self._store)
         if isinstance(job_ids, str | bytes | int):
             raise InvalidArgumentError(f"job ids must be a list of ints, got {job_ids!r}")
         ids = [_check_id(i) for i in job_ids]
@@ -212,7 +213,7 @@ class Admin:
     # -- live workers and outcome history ----------------------------------------
     async def workers(self, gone_after_s: float = GONE_AFTER_S) -> list[WorkerInfo]:
         """Registered workers by start time; ``alive`` unless unseen for ``gone_after_s``."""
-        engine = self._store._check()
+        engine = engine_of(self._store)
         gone = check_positive("gone_after_s", gone_after_s)
         found = []
         for (
@@ -254,7 +255,7 @@ class Admin:
         running: int,
     ) -> None:
         """Register a worker or refresh its row (the worker's presence heartbeat)."""
-        engine = self._store._check()
+        engine = engine_of(self._store)
         check_worker_id(worker_id)
         names = [check_name(q) for q in queues]
         for label, value in (("pid", pid), ("concurrency", concurrency), ("running", running)):
@@ -266,17 +267,17 @@ class Admin:
 
     async def remove_worker(self, worker_id: str) -> bool:
         """Delete a worker's row (it stopped)."""
-        engine = self._store._check()
+        engine = engine_of(self._store)
         return await engine.delete_worker(check_worker_id(worker_id))
 
     async def purge_workers(self, older_than_s: float) -> int:
         """Delete workers not seen for ``older_than_s``; count them."""
-        engine = self._store._check()
+        engine = engine_of(self._store)
         return await engine.purge_workers(check_positive("older_than_s", older_than_s))
 
     async def record_outcomes(self, counts: Iterable[tuple[str, str, int]]) -> None:
         """Add ``(queue, outcome, n)`` counts to the current minute of the outcome history."""
-        engine = self._store._check()
+        engine = engine_of(self._store)
         items = []
         for queue, outcome, n in counts:
             check_name(queue)
@@ -293,7 +294,7 @@ class Admin:
 
     async def outcome_history(self, minutes: int = 60) -> list[OutcomeCount]:
         """Finished-job counts per queue, minute and outcome over the last ``minutes``."""
-        engine = self._store._check()
+        engine = engine_of(self._store)
         if type(minutes) is not int or not 1 <= minutes <= OUTCOMES_KEPT_S // 60:
             raise InvalidArgumentError(f"minutes must be an int in [1, 1440], got {minutes!r}")
         found = []
@@ -305,7 +306,7 @@ class Admin:
 
     async def queues(self) -> list[QueueInfo]:
         """Every queue with jobs or stored settings, by name: paused, limits, counts."""
-        engine = self._store._check()
+        engine = engine_of(self._store)
         settings = {
             row[0]: QueueSettings.from_row(row) for row in await engine.queue_settings(None)
         }
@@ -315,7 +316,7 @@ class Admin:
 
     async def queue_info(self, queue: str) -> QueueInfo:
         """Paused, limits and counts of one queue."""
-        engine = self._store._check()
+        engine = engine_of(self._store)
         check_name(queue)
         rows = await engine.queue_settings(queue)
         settings = QueueSettings.from_row(rows[0]) if rows else _unset(queue)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from alkstore.core.options import describe
 from alkstore.core.tables import COPIED_TABLES, Digest, Table, canonical
 from alkstore.errors import CopyRefusedError, InvalidArgumentError
+from alkstore.store import engine_of
 
 if TYPE_CHECKING:
     from alkstore.engine import Engine
@@ -101,11 +102,11 @@ async def _rows(
 
 async def source_counts(store: Store) -> dict[str, int]:
     """Rows per copied table of ``store`` (the progress bar's totals)."""
-    return await store._check().copy_counts()
+    return await engine_of(store).copy_counts()
 
 
 async def _refuse_workers(store: Store, where: str) -> None:
-    workers = await store._check().list_workers()
+    workers = await engine_of(store).list_workers()
     if workers:
         ids = ", ".join(str(w[0]) for w in workers[:3]) + (", …" if len(workers) > 3 else "")
         raise CopyRefusedError(
@@ -186,7 +187,7 @@ async def copy_store(
         raise InvalidArgumentError(
             f"page_rows must be an int in 1..100000, got {describe(page_rows)}"
         )
-    src, dst = source._check(), dest._check()
+    src, dst = engine_of(source), engine_of(dest)
     if src is dst:
         raise InvalidArgumentError("source and destination are the same store")
     if not force:

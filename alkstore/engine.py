@@ -248,7 +248,7 @@ class Engine(Protocol):
         """Per queue, by name: ``(queue, pending due now, pending delayed, processing,
         dead, seconds since the oldest due pending row's run_at or None)``."""
 
-    # -- live workers and outcome history (alkstore/presence.py) --------------------
+    # -- live workers and outcome history (alkstore/admin.py) -----------------------
     async def upsert_worker(
         self,
         worker_id: str,

@@ -50,7 +50,7 @@ from alkstore.waiters import ResultWaiters
 if TYPE_CHECKING:
     from alkstore.admin import Admin, QueueInfo
 
-__all__ = ["JobHandle", "Queue", "Store", "Transaction", "TxQueue"]
+__all__ = ["JobHandle", "Queue", "Store", "Transaction", "TxQueue", "engine_of"]
 
 DEFAULT_QUEUE_OPTS = QueueOpts()
 # ids live in a signed 64-bit column on every engine
@@ -115,6 +115,24 @@ def _encode_many(payloads: Iterable[object]) -> list[bytes]:
     return [p if type(p) is bytes else encode_payload(p) for p in _items("enqueue_many", payloads)]
 
 
+def engine_of(store: Store) -> Engine:
+    """The engine of ``store`` while it is open, else ``StoreClosedError``.
+
+    The one door to storage: the store's own queues, handles and transactions
+    use it, and so do the layers built on the store (``admin``, ``copy``, the
+    result waiters). A function, not a method: the engine is not part of the
+    store's public surface.
+    """
+    if store._closed or store._forked:
+        if store._forked:
+            raise StoreClosedError(
+                "this store was opened in a parent process and inherited across fork(); "
+                "call alkstore.connect() again in the child"
+            )
+        raise StoreClosedError(f"store {describe(store.url)} is closed")
+    return store._engine
+
+
 class Store:
     """A connection to one job store; make it with :func:`alkstore.connect`.
 
@@ -130,7 +148,8 @@ class Store:
         self._acks = AckGroup(engine)
         self._loops: weakref.WeakSet[ClaimLoop] = weakref.WeakSet()  # running claim loops
         self._results = ResultWaiters(
-            self, lambda: Subscription(self._hub, (RESULTS_CHANNEL,), wake_only=False)
+            lambda: engine_of(self),
+            lambda: Subscription(self._hub, (RESULTS_CHANNEL,), wake_only=False),
         )
         self._closed = False
         self._forked = False
@@ -146,19 +165,9 @@ class Store:
         """Whether :meth:`close` was called."""
         return self._closed
 
-    def _check(self) -> Engine:
-        if self._closed or self._forked:
-            if self._forked:
-                raise StoreClosedError(
-                    "this store was opened in a parent process and inherited across fork(); "
-                    "call alkstore.connect() again in the child"
-                )
-            raise StoreClosedError(f"store {describe(self.url)} is closed")
-        return self._engine
-
     def queue(self, name: str, opts: QueueOpts | None = None) -> Queue:
         """A handle for queue ``name`` (no I/O: queues are names, not objects)."""
-        self._check()
+        engine_of(self)
         return Queue(self, check_name(name), _check_opts(opts))
 
     async def ack_many(self, handles: Sequence[JobHandle]) -> list[bool]:
@@ -167,7 +176,7 @@ class Store:
         handle (its claim lapsed, or the job was reclaimed) is refused with ``False``.
 
         Unlike :meth:`Queue.ack_batch`, which is not fenced by attempt."""
-        engine = self._check()
+        engine = engine_of(self)
         handles = list(handles)
         for handle in handles:
             if not isinstance(handle, JobHandle) or handle._queue._store is not self:
@@ -185,19 +194,19 @@ class Store:
 
     def transaction(self) -> Transaction:
         """``async with store.transaction() as tx:`` commits on exit, rolls back on error."""
-        self._check()
+        engine_of(self)
         return Transaction(self)
 
     async def notify(self, channel: str, payload: str = "") -> None:
         """Send ``payload`` to every listener of ``channel``."""
-        engine = self._check()
+        engine = engine_of(self)
         check_name(channel, "channel")
         await engine.notify(channel, encode_notify_payload(payload))
 
     async def wake(self, queue: str) -> None:
         """Wake ``queue``'s consumers now: call it after committing jobs added with
         :meth:`Queue.enqueue_on` (e.g. from an after-commit hook)."""
-        engine = self._check()
+        engine = engine_of(self)
         await engine.notify(check_name(queue), "")
 
     @property
@@ -209,7 +218,7 @@ class Store:
 
     def listen(self, *channels: str) -> Subscription:
         """``async with store.listen("a", "b") as sub: async for note in sub: ...``."""
-        engine = self._check()
+        engine = engine_of(self)
         if not engine.listens:
             raise InvalidArgumentError(
                 "this store is poll-only (listen=off): store.listen() would never deliver"
@@ -237,7 +246,7 @@ class Store:
         """Listing, counts and dead-letter requeue beyond the queue contract (alkstore.admin)."""
         from alkstore.admin import Admin
 
-        self._check()
+        engine_of(self)
         return Admin(self)
 
     async def __aenter__(self) -> Store:
@@ -376,7 +385,7 @@ class Queue(_Enqueuing):
         self._store = store
 
     def _writer(self) -> Engine | EngineTransaction:
-        engine = self._store._check()
+        engine = engine_of(self._store)
         tx = _open_transaction.get()
         if tx is not None and tx._store is self._store and tx._tx is not None and not tx._done:
             return tx._tx  # inside this store's transaction: commit or roll back with it
@@ -385,7 +394,7 @@ class Queue(_Enqueuing):
     def _outbox(
         self, payloads: Iterable[object], opts: EnqueueOpts | None
     ) -> tuple[SupportsOutbox, list[bytes], Stamps]:
-        engine = self._store._check()
+        engine = engine_of(self._store)
         if not isinstance(engine, SupportsOutbox):
             raise InvalidArgumentError(
                 f"enqueue_on needs the PostgreSQL engine; this store is {engine.name}"
@@ -451,7 +460,7 @@ class Queue(_Enqueuing):
         """:meth:`claim_batch`, plus the seconds until the queue's rate limit allows the
         next claim when it held this one back (``None`` otherwise): the moment a
         consumption loop sleeps until."""
-        engine = self._store._check()
+        engine = engine_of(self._store)
         check_worker_id(worker_id)
         if type(n) is not int:
             raise InvalidArgumentError(f"n must be an int, got {describe(n)}")
@@ -470,12 +479,12 @@ class Queue(_Enqueuing):
 
         Once this returns, no claim that starts afterwards takes a job of this
         queue, on any host, including workers started later."""
-        engine = self._store._check()
+        engine = engine_of(self._store)
         await engine.set_paused(self.name, True)
 
     async def resume(self) -> None:
         """Let claims through again and wake the queue's consumers at once."""
-        engine = self._store._check()
+        engine = engine_of(self._store)
         await engine.set_paused(self.name, False)
 
     async def set_limits(
@@ -495,7 +504,7 @@ class Queue(_Enqueuing):
 
         >>> await queue.set_limits(concurrency=5, rate="100/s")
         """
-        engine = self._store._check()
+        engine = engine_of(self._store)
         if concurrency is not None:
             check_limit("concurrency", concurrency)
         if partition_concurrency is not None:
@@ -519,7 +528,7 @@ class Queue(_Enqueuing):
 
     async def settings(self) -> QueueSettings:
         """The stored pause flag and limits of this queue."""
-        engine = self._store._check()
+        engine = engine_of(self._store)
         rows = await engine.queue_settings(self.name)
         if not rows:
             return QueueSettings(self.name, False, None, None, None, None, None, None)
@@ -533,7 +542,7 @@ class Queue(_Enqueuing):
 
     async def ack_batch(self, ids: Iterable[int]) -> int:
         """Delete each listed job that is processing with an unexpired claim; count them."""
-        engine = self._store._check()
+        engine = engine_of(self._store)
         id_list = [_check_job_id(job_id) for job_id in _items("ack_batch", ids)]
         if not id_list:
             return 0
@@ -544,7 +553,7 @@ class Queue(_Enqueuing):
 
         The cancel is announced on the queue's channel: a worker running the job
         stops its handler and writes no outcome."""
-        engine = self._store._check()
+        engine = engine_of(self._store)
         done = await engine.cancel(self.name, _check_job_id(job_id))
         if done:
             try:
@@ -557,19 +566,19 @@ class Queue(_Enqueuing):
 
     async def get_job(self, job_id: int) -> Job | None:
         """Read a job of this queue, live or dead."""
-        engine = self._store._check()
+        engine = engine_of(self._store)
         row = await engine.get_job(self.name, _check_job_id(job_id))
         return None if row is None else Job(row)
 
     async def sweep_expired(self) -> SweepResult:
         """Dead-letter expired jobs; purge dead ones older than the retention."""
-        engine = self._store._check()
+        engine = engine_of(self._store)
         counts = await engine.sweep(self.name, self.opts.dead_letter_retention_s, ERROR_EXPIRED)
         return SweepResult(*counts)
 
     async def outcome(self, job_id: int) -> JobOutcome | None:
         """What became of a job now: kept result, dead, or still live; ``None`` if none."""
-        engine = self._store._check()
+        engine = engine_of(self._store)
         rows = await engine.outcomes(self.name, [_check_job_id(job_id)])
         return JobOutcome.from_row(rows[0]) if rows else None
 
@@ -577,7 +586,7 @@ class Queue(_Enqueuing):
         """Wait until the job succeeds (its kept result) or dies (``JobDeadError`` with its
         last error); ``ResultTimeoutError`` after ``timeout_s``. Every waiter of the store
         shares one listener on the results channel."""
-        self._store._check()
+        engine_of(self._store)
         ident = _check_job_id(job_id)
         timeout = check_positive("timeout_s", timeout_s)
         return await self._store._results.wait(self.name, ident, timeout)
@@ -589,7 +598,7 @@ class Queue(_Enqueuing):
 
     async def _next_wake_in(self) -> float | None:
         """Seconds until a delayed job becomes due or a claim lapses (the claim loop's timer)."""
-        return await self._store._check().next_wake_in(self.name)
+        return await engine_of(self._store).next_wake_in(self.name)
 
     async def jobs(
         self, worker_id: str, batch: int = 1, *, poll_interval_s: float = 1.0
@@ -601,7 +610,7 @@ class Queue(_Enqueuing):
         earliest delayed job becomes due or a claim lapses. A failed claim (the
         database away) backs off and claims again; it never ends the loop.
         """
-        self._store._check()
+        engine_of(self._store)
         check_worker_id(worker_id)
         if type(batch) is not int or batch < 1:
             raise InvalidArgumentError(f"batch must be an int >= 1, got {describe(batch)}")
@@ -644,7 +653,7 @@ class JobHandle:
         self._consumed = False
 
     def _start(self) -> Engine:
-        engine = self._queue._store._check()
+        engine = engine_of(self._queue._store)
         if self._consumed:
             raise HandleConsumedError(
                 f"job {self.job.id}'s handle was already acked, retried, failed or snoozed"
@@ -733,7 +742,7 @@ class JobHandle:
 
     async def heartbeat(self, extend_s: float | None = None) -> bool:
         """Reset the claim deadline to now + ``extend_s`` (default: the visibility timeout)."""
-        engine = self._queue._store._check()
+        engine = engine_of(self._queue._store)
         if extend_s is not None:
             extend_s = check_positive("extend_s", extend_s)
         job = self.job
@@ -758,13 +767,13 @@ class Transaction:
         self._token: contextvars.Token[Transaction | None] | None = None
 
     def _open(self) -> EngineTransaction:
-        self._store._check()
+        engine_of(self._store)
         if self._tx is None or self._done:
             raise StoreClosedError("the transaction is not open (use it inside `async with`)")
         return self._tx
 
     async def __aenter__(self) -> Transaction:
-        engine = self._store._check()
+        engine = engine_of(self._store)
         if self._tx is not None:
             raise InvalidArgumentError("a Transaction can be entered only once")
         self._tx = await engine.begin()
@@ -794,7 +803,7 @@ class Transaction:
 
     def queue(self, name: str, opts: QueueOpts | None = None) -> TxQueue:
         """A handle whose enqueues write inside this transaction."""
-        self._store._check()
+        engine_of(self._store)
         return TxQueue(self, check_name(name), _check_opts(opts))
 
     async def execute(

@@ -28,7 +28,7 @@ from alkstore.errors import (
 )
 
 if TYPE_CHECKING:
-    from alkstore.store import Store
+    from alkstore.engine import Engine
     from alkstore.subscription import Subscription
 
 __all__ = ["ResultWaiters"]
@@ -38,9 +38,12 @@ class ResultWaiters:
     """One per store: the futures of ``store.result`` waiters and the task that feeds them."""
 
     def __init__(
-        self, store: Store, subscribe: Callable[[], Subscription], recheck_s: float = 1.0
+        self,
+        engine: Callable[[], Engine],
+        subscribe: Callable[[], Subscription],
+        recheck_s: float = 1.0,
     ) -> None:
-        self._store = store
+        self._engine = engine  # the store's door: its engine, or StoreClosedError
         self._subscribe = subscribe  # a subscription to RESULTS_CHANNEL, with payloads
         self.recheck_s = recheck_s
         self._waiting: dict[int, tuple[str, list[asyncio.Future[JobOutcome]]]] = {}
@@ -141,7 +144,7 @@ class ResultWaiters:
         return grouped
 
     async def _check(self, grouped: dict[str, list[int]]) -> None:
-        engine = self._store._check()
+        engine = self._engine()
         for queue, ids in grouped.items():
             try:
                 rows = await engine.outcomes(queue, ids)

@@ -9,6 +9,7 @@ import pytest
 
 import alkstore
 from alkstore import QueueOpts, StoreClosedError
+from alkstore.admin import Admin
 
 from .rawsql import count_rows
 
@@ -79,6 +80,52 @@ async def test_handles_are_not_consumed_by_a_refusal_of_the_closed_store(
         await handle.ack()
     with pytest.raises(StoreClosedError):  # still closed, not "consumed"
         await handle.ack()
+
+
+# Every admin operation, called on an Admin made while its store was open.
+ADMIN_OPS: dict[str, Callable[[Admin, str], Awaitable[object]]] = {
+    "list_jobs": lambda a, q: a.list_jobs(q),
+    "outcomes": lambda a, q: a.outcomes(q),
+    "outcome": lambda a, q: a.outcome(1),
+    "schedule_marks": lambda a, q: a.schedule_marks(["s"]),
+    "mark_schedule": lambda a, q: a.mark_schedule("s", 1.0, None),
+    "find_job": lambda a, q: a.find_job(1),
+    "requeue": lambda a, q: a.requeue(1),
+    "requeue_many": lambda a, q: a.requeue_many([1]),
+    "stats": lambda a, q: a.stats(),
+    "cancel": lambda a, q: a.cancel(1),
+    "workers": lambda a, q: a.workers(),
+    "report_worker": lambda a, q: a.report_worker("w", "h", 1, [q], 1, 0),
+    "remove_worker": lambda a, q: a.remove_worker("w"),
+    "purge_workers": lambda a, q: a.purge_workers(1.0),
+    "record_outcomes": lambda a, q: a.record_outcomes([(q, "success", 1)]),
+    "outcome_history": lambda a, q: a.outcome_history(),
+    "queues": lambda a, q: a.queues(),
+    "queue_info": lambda a, q: a.queue_info(q),
+}
+
+
+def test_the_admin_list_covers_every_admin_operation() -> None:
+    public = {n for n, m in vars(Admin).items() if not n.startswith("_") and callable(m)}
+    assert public == set(ADMIN_OPS)
+
+
+@pytest.mark.parametrize("op", list(ADMIN_OPS))
+async def test_every_admin_operation_of_a_closed_store_raises(
+    open_store,
+    target,
+    qname: str,
+    op: str,  # type: ignore[no-untyped-def]
+) -> None:
+    store = await open_store()
+    admin = store.admin()
+    await store.queue(qname).enqueue(b"")
+    await store.close()
+    witness = await open_store()
+    before = await count_rows(witness, target)
+    with pytest.raises(StoreClosedError):
+        await ADMIN_OPS[op](admin, qname)
+    assert await count_rows(witness, target) == before  # nothing was written
 
 
 async def test_close_is_idempotent(open_store) -> None:  # type: ignore[no-untyped-def]

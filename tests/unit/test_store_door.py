@@ -1,0 +1,52 @@
+"""The layers built on the store reach its engine through ``store.engine_of`` only."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+import alkstore
+
+_PACKAGE = pathlib.Path(alkstore.__file__).parent
+
+
+def _private_members_of_store() -> set[str]:
+    """The private methods and attributes of ``alkstore.store.Store``."""
+    tree = ast.parse((_PACKAGE / "store.py").read_text())
+    (store,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Store"]
+    names = set()
+    for node in ast.walk(store):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            names.add(node.name)
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+        ):
+            names.add(node.attr)
+    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+
+
+def _reaches(source: str, private: set[str]) -> list[str]:
+    """Every ``x._name`` of ``source`` with ``_name`` in ``private`` and ``x`` not ``self``."""
+    return [
+        f"line {node.lineno}: {ast.unparse(node)}"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Attribute)
+        and node.attr in private
+        and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+    ]
+
+
+@pytest.mark.parametrize("module", ["admin.py", "copy.py", "waiters.py"])
+def test_no_layer_on_the_store_touches_a_private_member_of_it(module: str) -> None:
+    private = _private_members_of_store()
+    assert {"_engine", "_closed"} <= private
+    assert _reaches((_PACKAGE / module).read_text(), private) == []
+
+
+def test_the_check_sees_a_reach_into_the_store() -> None:
+    source = "engine = self._store._engine\nown = self._engine"
+    assert _reaches(source, _private_members_of_store()) == ["line 1: self._store._engine"]
