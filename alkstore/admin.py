@@ -23,6 +23,7 @@ from alkstore.errors import InvalidArgumentError
 from alkstore.store import engine_of
 
 if TYPE_CHECKING:
+    from alkstore.engine import Engine
     from alkstore.store import Store
 
 __all__ = [
@@ -41,7 +42,12 @@ OUTCOMES = ("success", "retry", "dead", "lost", "interrupted", "snoozed", "cance
 GONE_AFTER_S = 30.0  # a worker not seen for this long is shown as gone
 OUTCOMES_KEPT_S = 24 * 3600.0
 LIST_LIMIT_MAX = 10_000
-REQUEUE_ATTEMPTS = 0  # a requeued job starts a fresh attempt budget
+# What a requeue sets, decided here once for every engine (the engines take the values):
+REQUEUE_ATTEMPTS = 0  # a fresh attempt budget
+REQUEUE_DELAY_S = 0.0  # claimable now
+# an expiry at or before now + this is cleared (else the job would expire again at
+# once); a later one is kept
+REQUEUE_EXPIRY_CUTOFF_S = 0.0
 _ID_MAX = 2**63 - 1
 
 
@@ -119,6 +125,12 @@ def _check_id(job_id: object) -> int:
     return int(job_id)
 
 
+async def _requeue(engine: Engine, job_id: int) -> bool:
+    return await engine.requeue_dead(
+        job_id, REQUEUE_ATTEMPTS, REQUEUE_DELAY_S, REQUEUE_EXPIRY_CUTOFF_S
+    )
+
+
 class Admin:
     """Store-wide inspection and repair; get one with ``store.admin()``."""
 
@@ -184,7 +196,7 @@ class Admin:
         job is not dead.
         """
         engine = engine_of(self._store)
-        return await engine.requeue_dead(_check_id(job_id), REQUEUE_ATTEMPTS)
+        return await _requeue(engine, _check_id(job_id))
 
     async def stats(self) -> list[QueueStats]:
         """Counts per queue that has any live or dead job, by queue name."""
@@ -207,7 +219,7 @@ class Admin:
         ids = [_check_id(i) for i in job_ids]
         done = 0
         for job_id in ids:
-            done += await engine.requeue_dead(job_id, REQUEUE_ATTEMPTS)
+            done += await _requeue(engine, job_id)
         return done
 
     # -- live workers and outcome history ----------------------------------------

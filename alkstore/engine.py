@@ -240,9 +240,13 @@ class Engine(Protocol):
         """The latest finished jobs of ``queue`` (kept results and dead rows), newest first,
         as ``OUTCOME_FIELDS`` rows, at most ``limit``."""
 
-    async def requeue_dead(self, job_id: int, attempts: int) -> bool:
-        """One transaction: dead row back to live ``pending``, ``run_at = now``,
-        ``attempts`` as given, a past ``expires_at`` cleared; then wake its queue."""
+    async def requeue_dead(
+        self, job_id: int, attempts: int, delay_s: float, expiry_cutoff_s: float
+    ) -> bool:
+        """One transaction: dead row back to live ``pending`` with ``attempts`` as given,
+        ``run_at = now + delay_s``, and its ``expires_at`` cleared if it is not later
+        than ``now + expiry_cutoff_s`` (kept otherwise); then wake its queue. The
+        values are the caller's (``alkstore.admin``): the engine decides none of them."""
 
     async def stats(self) -> list[tuple[str, int, int, int, int, float | None]]:
         """Per queue, by name: ``(queue, pending due now, pending delayed, processing,

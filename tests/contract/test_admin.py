@@ -6,7 +6,9 @@ import pytest
 
 import alkstore
 from alkstore import EnqueueOpts, InvalidArgumentError, QueueOpts
+from alkstore.store import engine_of
 
+from .conftest import Clock
 from .rawsql import expire_now, make_due_now
 
 
@@ -60,6 +62,48 @@ async def test_requeue_keeps_an_expiry_still_in_the_future(
     assert await store.admin().requeue(job_id)
     job = await q.get_job(job_id)
     assert job is not None and job.expires_at is not None
+
+
+async def test_requeue_clears_a_past_expiry_and_keeps_a_future_one_at_the_same_moment(
+    store: alkstore.Store, clock: Clock, qname: str
+) -> None:
+    q = store.queue(qname)
+    start = clock.now
+    lapsing = await q.enqueue(b"lapsing", EnqueueOpts(expires_in_s=60))
+    lasting = await q.enqueue(b"lasting", EnqueueOpts(expires_in_s=7200))
+    for handle in await q.claim_batch("w", 2):
+        assert await handle.fail()
+    clock.advance(61)  # the first expiry is a second past, the second still ahead
+    assert await store.admin().requeue_many([lapsing, lasting]) == 2
+    gone, kept = await q.get_job(lapsing), await q.get_job(lasting)
+    assert gone is not None and gone.expires_at is None
+    assert kept is not None and kept.expires_at is not None
+    assert kept.expires_at.timestamp() == pytest.approx(start + 7200, abs=1e-3)
+    assert {h.job.id for h in await q.claim_batch("w", 2)} == {lapsing, lasting}
+
+
+async def test_the_engine_requeues_with_the_values_it_is_given(
+    store: alkstore.Store, clock: Clock, qname: str
+) -> None:
+    """The policy is alkstore.admin's (attempts 0, due now, a past expiry cleared);
+    the engines only apply the values: attempts, a delay and an expiry cutoff."""
+    q = store.queue(qname)
+    inside = await q.enqueue(b"inside", EnqueueOpts(expires_in_s=1800))
+    beyond = await q.enqueue(b"beyond", EnqueueOpts(expires_in_s=7200))
+    for handle in await q.claim_batch("w", 2):
+        assert await handle.fail()
+    engine = engine_of(store)
+    for job_id in (inside, beyond):
+        assert await engine.requeue_dead(job_id, 2, 60.0, 3600.0)
+    cleared, kept = await q.get_job(inside), await q.get_job(beyond)
+    assert cleared is not None and kept is not None
+    assert cleared.attempts == kept.attempts == 2
+    assert cleared.run_at.timestamp() == pytest.approx(clock.now + 60, abs=1e-3)
+    assert cleared.expires_at is None  # not later than now + the cutoff
+    assert kept.expires_at is not None  # later: kept
+    assert await q.claim_one("w") is None  # due in a minute
+    clock.advance(60)
+    assert {h.job.id for h in await q.claim_batch("w", 2)} == {inside, beyond}
 
 
 async def test_stats_count_each_state_and_the_oldest_due_age(

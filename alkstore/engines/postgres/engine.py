@@ -442,8 +442,16 @@ class PostgresEngine(PgConnections):
     async def find_job(self, job_id: int) -> Row | None:
         return await self._fetchone("admin_find_job", {"id": job_id})
 
-    async def requeue_dead(self, job_id: int, attempts: int) -> bool:
-        row = await self._fetchone("admin_requeue", {"id": job_id, "attempts": attempts})
+    async def requeue_dead(
+        self, job_id: int, attempts: int, delay_s: float, expiry_cutoff_s: float
+    ) -> bool:
+        params = {
+            "id": job_id,
+            "attempts": attempts,
+            "delay": delay_s,
+            "expiry_cutoff": expiry_cutoff_s,
+        }
+        row = await self._fetchone("admin_requeue", params)
         if row is None:
             return False
         self._wake(row[0])

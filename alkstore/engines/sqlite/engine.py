@@ -531,8 +531,21 @@ class SqliteEngine(SqliteConnection):
     async def find_job(self, job_id: int) -> Row | None:
         return await self._call(self._read, self._fetch_one, "admin_find_job", {"id": job_id})
 
-    def _requeue_unit(self, conn: sqlite3.Connection, job_id: int, attempts: int) -> bool:
-        params = {"id": job_id, "now": self._clock(), "attempts": attempts}
+    def _requeue_unit(
+        self,
+        conn: sqlite3.Connection,
+        job_id: int,
+        attempts: int,
+        delay_s: float,
+        expiry_cutoff_s: float,
+    ) -> bool:
+        now = self._clock()
+        params = {
+            "id": job_id,
+            "attempts": attempts,
+            "run_at": now + delay_s,
+            "expiry_cutoff": now + expiry_cutoff_s,
+        }
         row = conn.execute(Q["admin_requeue_copy"], params).fetchone()
         if row is None:
             return False
@@ -540,14 +553,18 @@ class SqliteEngine(SqliteConnection):
         self._insert_note(conn, row[0], "")
         return True
 
-    def _requeue_sync(self, job_id: int, attempts: int) -> bool:
-        done = self._write(self._requeue_unit, job_id, attempts)
+    def _requeue_sync(
+        self, job_id: int, attempts: int, delay_s: float, expiry_cutoff_s: float
+    ) -> bool:
+        done = self._write(self._requeue_unit, job_id, attempts, delay_s, expiry_cutoff_s)
         if done:
             self._poke_local()
         return done
 
-    async def requeue_dead(self, job_id: int, attempts: int) -> bool:
-        return await self._call(self._requeue_sync, job_id, attempts)
+    async def requeue_dead(
+        self, job_id: int, attempts: int, delay_s: float, expiry_cutoff_s: float
+    ) -> bool:
+        return await self._call(self._requeue_sync, job_id, attempts, delay_s, expiry_cutoff_s)
 
     async def stats(self) -> list[tuple[str, int, int, int, int, float | None]]:
         def read(conn: sqlite3.Connection) -> list[tuple[str, int, int, int, int, float | None]]:

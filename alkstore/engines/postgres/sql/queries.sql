@@ -557,11 +557,12 @@ SELECT * FROM (
 ORDER BY finished_at DESC, id DESC LIMIT %(limit)s;
 
 -- name: admin_requeue
--- One statement (one transaction): the dead row back to live pending, due now,
--- with the attempts the core decides (%(attempts)s) and an expiry already past
--- cleared (kept only if still ahead); it keeps its id, payload, stamps and
--- last_error (OVERRIDING SYSTEM VALUE: the id is the dead row's, not a new one),
--- its partition key, and its dedupe key unless a live job holds that key now.
+-- One statement (one transaction): the dead row back to live pending with the
+-- values alkstore.admin decides: %(attempts)s, due at now + %(delay)s, and its
+-- expiry cleared unless later than now + %(expiry_cutoff)s. It keeps its id,
+-- payload, stamps and last_error (OVERRIDING SYSTEM VALUE: the id is the dead
+-- row's, not a new one), its partition key, and its dedupe key unless a live job
+-- holds that key now (the unique index allows one).
 WITH revived AS (
     DELETE FROM {schema}.alk_dead WHERE id = %(id)s RETURNING *
 )
@@ -570,10 +571,13 @@ INSERT INTO {schema}.alk_jobs (id, queue, payload, state, priority, run_at, crea
                                expires_at, worker_id, claim_expires_at, last_error,
                                dedupe_key, partition_key)
 OVERRIDING SYSTEM VALUE
-SELECT id, queue, payload, 'pending', priority, {now}, created_at, %(attempts)s::integer,
+SELECT id, queue, payload, 'pending', priority,
+       {now} + make_interval(secs => %(delay)s::float8), created_at, %(attempts)s::integer,
        max_attempts,
        visibility_timeout_s, retry_base_s,
-       CASE WHEN expires_at > {now} THEN expires_at END, NULL, NULL, last_error,
+       CASE WHEN expires_at > {now} + make_interval(secs => %(expiry_cutoff)s::float8)
+            THEN expires_at END,
+       NULL, NULL, last_error,
        CASE WHEN NOT EXISTS (SELECT 1 FROM {schema}.alk_jobs AS l
                              WHERE l.queue = revived.queue
                                AND l.dedupe_key = revived.dedupe_key) THEN dedupe_key END,

@@ -354,16 +354,17 @@ SELECT * FROM (
 ORDER BY finished_at DESC, id DESC LIMIT :limit;
 
 -- name: admin_requeue_copy
--- Requeue, step 1: the dead row back to live pending, due now, with the attempts
--- the core decides (:attempts) and an expiry already past cleared (kept only if
--- still ahead); it keeps its id, payload, stamps, last_error and partition key,
--- and its dedupe key unless a live job holds that key now.
+-- Requeue, step 1: the dead row back to live pending with the values
+-- alkstore.admin decides: :attempts, due at :run_at, and its expiry cleared
+-- unless later than :expiry_cutoff. It keeps its id, payload, stamps, last_error
+-- and partition key, and its dedupe key unless a live job holds that key now
+-- (the unique index allows one).
 INSERT INTO alk_jobs (id, queue, payload, state, priority, run_at, created_at, attempts,
                       max_attempts, visibility_timeout_s, retry_base_s, expires_at,
                       worker_id, claim_expires_at, last_error, dedupe_key, partition_key)
-SELECT id, queue, payload, 'pending', priority, :now, created_at, :attempts,
+SELECT id, queue, payload, 'pending', priority, :run_at, created_at, :attempts,
        max_attempts, visibility_timeout_s, retry_base_s,
-       CASE WHEN expires_at > :now THEN expires_at END,
+       CASE WHEN expires_at > :expiry_cutoff THEN expires_at END,
        NULL, NULL, last_error,
        CASE WHEN NOT EXISTS (SELECT 1 FROM alk_jobs AS l
                              WHERE l.queue = alk_dead.queue
