@@ -11,17 +11,21 @@ call these helpers, which know each engine's tables and parameter style:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sqlite3
 import time
+import uuid
 from collections.abc import AsyncIterator
 from typing import Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 import alkstore
 
 
 class Target(Protocol):
     engine: str
+    url: str
     schema: str
 
 
@@ -131,3 +135,62 @@ async def expire_results(store: alkstore.Store, target: Target) -> None:
         await _exec(store, f"UPDATE {table} SET expires_at = ?", (time.time() - 1,))
     else:
         await _exec(store, f"UPDATE {table} SET expires_at = now() - interval '1 second'")
+
+
+@contextlib.asynccontextmanager
+async def store_whose_wakes_fail(target: Target, wait_s: float) -> AsyncIterator[alkstore.Store]:
+    """A store on ``target`` on which every wake fails, for real, and writes do not.
+
+    SQLite: a wake is a row of ``alk_notes``; the table is dropped under the open store.
+    PostgreSQL: the store logs in as a role of its own (it owns its schema). Once its
+    pool and its waker hold a connection each, the role may no longer log in and the
+    waker's backend is terminated from another connection: the waker's kept
+    connection is dead and its reconnect is refused, while the pool's connection
+    keeps working. The role and the schema are dropped on exit.
+    """
+    if target.engine == "sqlite":
+        async with await alkstore.connect(target.url) as store:
+            conn = sqlite3.connect(target.url.removeprefix("sqlite:///"))
+            conn.execute("DROP TABLE alk_notes")
+            conn.commit()
+            conn.close()
+            yield store
+        return
+    import psycopg
+    from psycopg import sql
+
+    role = f"alk_wake_{uuid.uuid4().hex[:10]}"
+    ident = sql.Identifier(role)
+    parts = urlsplit(target.url)
+    role_url = urlunsplit(parts._replace(netloc=f"{role}@{parts.netloc.rsplit('@', 1)[-1]}"))
+    async with await psycopg.AsyncConnection.connect(target.url, autocommit=True) as admin:
+        database = (await (await admin.execute("SELECT current_database()")).fetchone())[0]  # type: ignore[index]
+        await admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(ident))
+        try:
+            grant = sql.SQL("GRANT CREATE ON DATABASE {} TO {}")
+            await admin.execute(grant.format(sql.Identifier(database), ident))
+            async with await alkstore.connect(role_url, schema=target.schema) as store:
+                await store.admin().stats()  # the pool's connection is open
+                await store.queue("wake-probe").enqueue(b"")  # its wake opens the waker's
+                async with asyncio.timeout(wait_s):
+                    while True:
+                        cur = await admin.execute(
+                            "SELECT pid FROM pg_stat_activity WHERE usename = %s AND query LIKE %s",
+                            [role, "%pg_notify(c, '')%"],
+                        )
+                        waker = await cur.fetchone()
+                        if waker is not None:
+                            break
+                        await asyncio.sleep(0.01)  # polling for the waker's backend
+                await admin.execute(sql.SQL("ALTER ROLE {} NOLOGIN").format(ident))
+                await admin.execute("SELECT pg_terminate_backend(%s)", [waker[0]])
+                yield store
+        finally:
+            schema = sql.Identifier(target.schema)
+            await admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(schema))
+            await admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                [role],
+            )
+            await admin.execute(sql.SQL("DROP OWNED BY {}").format(ident))
+            await admin.execute(sql.SQL("DROP ROLE {}").format(ident))

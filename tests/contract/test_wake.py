@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 import alkstore
 from alkstore import EnqueueOpts, InvalidArgumentError, JobHandle, QueueOpts
 
-from .rawsql import make_due_now
+from .rawsql import make_due_now, store_whose_wakes_fail
 
 NEVER = 600.0  # a re-poll interval that never fires within a test
 WAIT = 20.0  # generous: how long a test waits for an event that should come
@@ -219,3 +220,28 @@ async def test_wake_crosses_processes(store: alkstore.Store, target, qname: str)
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+async def test_a_failed_wake_never_fails_a_committed_enqueue(
+    target,
+    qname: str,
+    caplog: pytest.LogCaptureFixture,  # type: ignore[no-untyped-def]
+) -> None:
+    caplog.set_level(logging.WARNING, logger="alkstore")
+    async with store_whose_wakes_fail(target, WAIT) as store:
+        q = store.queue(qname)
+        job_id = await q.enqueue(b"still here")
+        ids = await q.enqueue_many([b"a", b"b"])
+        async with store.transaction() as tx:
+            tx_id = await tx.queue(qname).enqueue(b"tx")
+        claimed = await q.claim_batch("w", 10)
+        assert sorted(h.job.id for h in claimed) == [job_id, *ids, tx_id]
+        assert await store.ack_many(claimed) == [True] * 4
+    # closed: the waker's last sends are done; each failed wake was logged
+    failed = [
+        r
+        for r in caplog.records
+        if r.name.startswith("alkstore") and r.levelno == logging.WARNING and "wake" in r.message
+    ]
+    assert failed, caplog.text
+    assert all(qname in r.message for r in failed)

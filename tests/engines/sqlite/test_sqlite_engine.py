@@ -280,25 +280,6 @@ async def test_connect_without_a_url_uses_alkstore_url_then_the_default(
     assert (tmp_path / "alkstore.db").exists()
 
 
-async def test_a_failed_wake_never_fails_a_committed_enqueue(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    path = tmp_path / "w.db"
-    async with await alkstore.connect(f"sqlite:///{path}") as store:
-        conn = sqlite3.connect(path)
-        conn.execute("DROP TABLE alk_notes")  # every wake now fails
-        conn.commit()
-        conn.close()
-        q = store.queue("q")
-        job_id = await q.enqueue(b"still here")
-        ids = await q.enqueue_many([b"a", b"b"])
-        async with store.transaction() as tx:
-            tx_id = await tx.queue("q").enqueue(b"tx")
-        for i in (job_id, *ids, tx_id):
-            assert (await q.get_job(i)) is not None
-    assert "wake" in caplog.text
-
-
 # -- listening --------------------------------------------------------------------------
 async def test_a_channel_added_to_a_running_listener_gets_no_note_committed_before_it(
     tmp_path: Path,
