@@ -504,7 +504,13 @@ class SqliteEngine(SqliteConnection):
         if self._listener is None:
             assert self._loop is not None
             listener = NoteListener(
-                self._new_connection, Q, self._loop, sink, cursor, self.wake_poll_s
+                self._new_connection,
+                Q,
+                self._loop,
+                sink,
+                cursor,
+                self.wake_poll_s,
+                watch_path=self.path,
             )
             listener.add_channels(channels, cursor)
             with _local_lock:

@@ -14,10 +14,17 @@ notes are trimmed.
 
 How a change is noticed cheaply: ``PRAGMA data_version`` returns a counter
 that changes whenever another connection commits to the file; reading it costs
-a few microseconds and no I/O (it reads the WAL index in shared memory). The
-thread polls it every ``poll_s`` (2 ms by default), so a process on the same
-machine sees a commit within a few milliseconds. Writers in the same process
-also set the thread's event right after they commit, which skips the wait.
+a few microseconds and no I/O (it reads the WAL index in shared memory).
+
+When does the thread look? On Linux it asks the kernel (``filewatch``): it
+sleeps until some process writes the database's ``-wal`` (or main) file, so an
+idle listener costs nothing between commits. The write comes just before the
+commit is synced and visible, so after each one the thread reads
+``data_version`` every ``FAST_POLL_S`` for ``FAST_WINDOW_S``, and once every
+``IDLE_POLL_S`` in any case (a re-look that needs no event). Elsewhere (no
+inotify) it polls ``data_version`` every ``poll_s`` (2 ms by default).
+Writers in the same process also poke the thread right after they commit,
+which skips the wait either way.
 """
 
 from __future__ import annotations
@@ -26,13 +33,20 @@ import asyncio
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Sequence
+
+from alkstore.engines.sqlite.filewatch import FileWatch
 
 log = logging.getLogger("alkstore.sqlite")
 
 __all__ = ["NoteListener"]
 
 Sink = Callable[[Sequence[tuple[str, str]]], None]
+
+FAST_POLL_S = 0.0005  # after a write to the files, look this often...
+FAST_WINDOW_S = 0.05  # ...until this long after the last one
+IDLE_POLL_S = 1.0  # with a watch: look at least this often, heard or not
 
 
 class NoteListener:
@@ -46,8 +60,13 @@ class NoteListener:
         sink: Sink,
         cursor: int,
         poll_s: float,
+        watch_path: str | None = None,
     ) -> None:
+        """``watch_path``: the database file, to be woken by its writes (Linux);
+        ``None``: poll every ``poll_s``."""
         self._connect = connect
+        self._watch_path = watch_path
+        self._watch: FileWatch | None = None
         self._q = queries
         self._loop = loop
         self._sink = sink
@@ -67,7 +86,14 @@ class NoteListener:
         )
 
     def start(self) -> None:
+        if self._watch_path is not None:
+            self._watch = FileWatch.open(self._watch_path)
         self._thread.start()
+
+    @property
+    def watching(self) -> bool:
+        """Whether the kernel tells this listener of writes (else it polls)."""
+        return self._watch is not None
 
     def add_channels(self, channels: Sequence[str], start: int) -> None:
         """Deliver notes of ``channels`` with ids above ``start`` (the newest note id
@@ -85,10 +111,13 @@ class NoteListener:
     def poke(self) -> None:
         """A writer in this process committed: look now."""
         self._event.set()
+        watch = self._watch
+        if watch is not None:
+            watch.poke()
 
     def stop(self) -> None:
         self._stop = True
-        self._event.set()
+        self.poke()
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout=5)
 
@@ -98,16 +127,39 @@ class NoteListener:
         except RuntimeError:  # the loop is closed: the store is going away
             self._stop = True
 
+    def _wait(self, fast_until: float) -> float:
+        """Sleep until it is time to look; the new end of the close-polling window."""
+        watch = self._watch
+        if watch is None:
+            self._event.wait(self._poll_s)
+            self._event.clear()
+            return 0.0
+        if time.monotonic() < fast_until:
+            self._event.wait(FAST_POLL_S)
+            heard = watch.drain()
+        else:
+            heard = watch.wait(IDLE_POLL_S)
+        self._event.clear()
+        return time.monotonic() + FAST_WINDOW_S if heard else fast_until
+
     def _run(self) -> None:
+        try:
+            self._listen()
+        finally:
+            watch, self._watch = self._watch, None
+            if watch is not None:
+                watch.close()
+
+    def _listen(self) -> None:
         conn: sqlite3.Connection | None = None
         version = -1
+        fast_until = 0.0
         while not self._stop:
             try:
                 if conn is None:
                     conn = self._connect()
                     version = -1
-                self._event.wait(self._poll_s)
-                self._event.clear()
+                fast_until = self._wait(fast_until)
                 if self._stop:
                     break
                 now_version = conn.execute("PRAGMA data_version").fetchone()[0]
