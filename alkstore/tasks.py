@@ -14,6 +14,7 @@ re-exports ``Fail``, ``Task`` and ``TaskCall``.
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
@@ -91,22 +92,23 @@ def decode_call(payload: bytes) -> tuple[str, dict[str, Any]]:
 def decode_envelope(payload: bytes) -> tuple[str, dict[str, Any], dict[str, str] | None]:
     """``(task name, arguments, trace headers)`` from a job payload (``BadCall`` if it is
     not a task call)."""
-    import json
-
     try:
-        data = json.loads(payload)
+        # alkstore writes task calls as UTF-8: decoding first skips json's
+        # encoding detection (the per-job hot path)
+        data = json.loads(payload.decode() if type(payload) is bytes else payload)
     except (ValueError, UnicodeDecodeError):
         data = None
     if (
-        not isinstance(data, dict)
+        type(data) is not dict
         or type(data.get("task")) is not str
-        or not isinstance(data.get("args", {}), dict)
+        or not isinstance(args := data.get("args", {}), dict)
     ):
         raise BadCall(
             f"payload {describe(payload[:80])} is not a task call: "
             'expected JSON {"task": name, "args": {...}}'
         )
-    return data["task"], data.get("args", {}), headers_of(data.get("trace"))
+    trace = data.get("trace")
+    return data["task"], args, None if trace is None else headers_of(trace)
 
 
 class _KeywordPlan:
