@@ -1,8 +1,15 @@
 """The SQLite engine's connection: one thread per store, WAL, fair busy retries.
 
 Every operation is one hop to the store's own thread, which owns the
-connection; every write unit is one ``BEGIN IMMEDIATE`` transaction (a
-deferred transaction that reads then writes gets ``SQLITE_BUSY`` at once).
+connection. Writes are ``BEGIN IMMEDIATE`` transactions (a deferred
+transaction that reads then writes gets ``SQLITE_BUSY`` at once), and they are
+group-committed: write units wait in a small queue, and the thread runs all
+the waiting ones (at most ``_GROUP_MAX``) in one transaction, so one fsync
+covers them. Each unit runs in its own ``SAVEPOINT``: a unit that raises is
+rolled back alone and its caller gets the error, the others commit. If the
+``COMMIT`` fails, every unit of the group gets that error and none of it is
+kept. A caller's result, and the effects its unit asked for (``_on_commit``,
+e.g. waking this process's listeners), come only after the ``COMMIT``.
 SQLite's built-in busy handler sleeps with a growing back-off, so the process
 that holds the lock keeps winning; instead the busy timeout is 0 and
 ``BEGIN IMMEDIATE`` is retried here with short jittered sleeps until
@@ -14,6 +21,7 @@ stand on.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
 import os
@@ -21,8 +29,8 @@ import pathlib
 import random
 import sqlite3
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Self, TypeVar
 
 from alkstore.core.options import check_positive, check_switch, describe
@@ -33,6 +41,9 @@ from alkstore.errors import EngineError, InvalidArgumentError, StoreClosedError
 __all__ = ["SqliteConnection", "in_transaction"]
 
 T = TypeVar("T")
+
+# The most write units one group commit holds, so one group cannot starve latency.
+_GROUP_MAX = 64
 
 _SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL", "extra": "EXTRA", "off": "OFF"}
 
@@ -47,6 +58,18 @@ def _is_busy(error: sqlite3.Error) -> bool:
     if code is not None:
         return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
     return "locked" in str(error) or "busy" in str(error)
+
+
+class _Unit:
+    """A write unit waiting for a group: ``fn(conn, *args)`` and its caller's future."""
+
+    __slots__ = ("args", "fn", "future", "result")
+
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self.fn = fn
+        self.args = args
+        self.future: Future[Any] = Future()
+        self.result: Any = None
 
 
 class SqliteConnection:
@@ -77,6 +100,10 @@ class SqliteConnection:
         self._listener: NoteListener | None = None
         self._closed = False
         self._clock: Callable[[], float] = time.time
+        # write units waiting for the engine thread (appended on the loop, taken there)
+        self._units: collections.deque[_Unit] = collections.deque()
+        # effects the open transaction's units asked for once it commits
+        self._effects: list[Callable[[], None]] = []
 
     def set_clock(self, clock: Callable[[], float]) -> None:
         """TESTS ONLY: read "now" (POSIX seconds) from ``clock`` instead of ``time.time``."""
@@ -147,19 +174,138 @@ class SqliteConnection:
                 time.sleep(random.uniform(0.5 * pause, pause))
                 pause = min(pause * 2, 0.004)
 
+    def _on_commit(self, effect: Callable[[], None]) -> None:
+        """On the engine thread, inside a write: run ``effect`` once that write has
+        committed (once per commit however often asked; dropped if it rolls back)."""
+        if effect not in self._effects:
+            self._effects.append(effect)
+
+    def _committed(self) -> None:
+        """After a COMMIT: the effects its units asked for."""
+        effects, self._effects = self._effects, []
+        for effect in effects:
+            effect()
+
     def _write(self, fn: Callable[..., T], *args: Any) -> T:
-        """One write unit on the engine thread: BEGIN IMMEDIATE … COMMIT."""
+        """One write unit alone on the engine thread: BEGIN IMMEDIATE … COMMIT (migrations)."""
         conn = self._conn
         assert conn is not None
         self._with_busy_retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+        self._effects = []
         try:
             result = fn(conn, *args)
             conn.execute("COMMIT")
         except BaseException:
+            self._effects = []
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        self._committed()
         return result
+
+    def _begin_sync(self) -> None:
+        """Open a ``store.transaction()``: BEGIN IMMEDIATE, held until its end."""
+        conn = self._conn
+        assert conn is not None
+        self._with_busy_retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+        self._effects = []
+
+    def _end_sync(self, statement: str) -> None:
+        """End a ``store.transaction()`` with COMMIT or ROLLBACK (and its effects)."""
+        conn = self._conn
+        assert conn is not None
+        if not conn.in_transaction:
+            self._effects = []
+            return
+        try:
+            conn.execute(statement)
+        except BaseException:
+            self._effects = []
+            raise
+        if statement == "COMMIT":
+            self._committed()
+        else:
+            self._effects = []
+
+    def _queue_unit(self, fn: Callable[..., T], args: tuple[Any, ...]) -> Awaitable[T]:
+        """Queue a write unit and the engine-thread job that will take it (or find it
+        taken by an earlier one's group): no unit runs later than its own job would."""
+        unit = _Unit(fn, args)
+        self._units.append(unit)
+        assert self._executor is not None
+        self._executor.submit(self._run_group)
+        return asyncio.wrap_future(unit.future)
+
+    def _run_group(self) -> None:
+        """On the engine thread: run the waiting units (at most ``_GROUP_MAX``) in one
+        transaction, a SAVEPOINT each; settle their callers after the COMMIT."""
+        units: list[_Unit] = []
+        while len(units) < _GROUP_MAX:
+            try:
+                unit = self._units.popleft()  # atomic against the loop's append
+            except IndexError:
+                break
+            if unit.future.set_running_or_notify_cancel():  # a cancelled caller: skip it
+                units.append(unit)
+        while units:
+            units = self._commit_group(units)
+
+    def _commit_group(self, units: list[_Unit]) -> list[_Unit]:
+        """One group transaction; the units not run yet if it was lost under them."""
+        conn = self._conn
+        assert conn is not None
+        try:
+            self._with_busy_retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+        except BaseException as e:
+            self._fail(units, e)
+            return []
+        self._effects = []
+        done: list[_Unit] = []
+        try:
+            for i, unit in enumerate(units):
+                mark = len(self._effects)
+                conn.execute("SAVEPOINT alkstore_unit")
+                try:
+                    unit.result = unit.fn(conn, *unit.args)
+                except Exception as e:
+                    del self._effects[mark:]
+                    if not conn.in_transaction:
+                        # SQLite rolled the whole transaction back (disk full, I/O
+                        # error): the units before this one are gone with it
+                        self._effects = []
+                        self._fail(done, e)
+                        self._fail([unit], e)
+                        return units[i + 1 :]
+                    conn.execute("ROLLBACK TO alkstore_unit")
+                    conn.execute("RELEASE alkstore_unit")
+                    self._fail([unit], e)
+                    continue
+                conn.execute("RELEASE alkstore_unit")
+                done.append(unit)
+            conn.execute("COMMIT")
+        except BaseException as e:
+            # the COMMIT (or a savepoint statement) failed: nothing of the group is kept
+            self._effects = []
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            self._fail([u for u in units if not u.future.done()], e)
+            if not isinstance(e, Exception):
+                raise
+            return []
+        try:
+            self._committed()
+        finally:
+            for unit in done:
+                unit.future.set_result(unit.result)
+        return []
+
+    def _fail(self, units: list[_Unit], error: BaseException) -> None:
+        if isinstance(error, sqlite3.Error):
+            wrapped = EngineError(f"SQLite error on {self.path}: {error}")
+            wrapped.__cause__ = error
+            error = wrapped
+        for unit in units:
+            unit.future.set_exception(error)
 
     def _read(self, fn: Callable[..., T], *args: Any) -> T:
         conn = self._conn
@@ -173,11 +319,23 @@ class SqliteConnection:
             raise EngineError(f"SQLite error on {self.path}: {e}") from e
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
-        """One hop to the engine thread (waits while another task's transaction is open)."""
+        """One hop to the engine thread (a read, or work that must run alone)."""
+        assert self._loop is not None
+        loop = self._loop
+        return await self._gated(
+            lambda: loop.run_in_executor(self._executor, self._guarded, fn, *args)
+        )
+
+    async def _write_call(self, fn: Callable[..., T], *args: Any) -> T:
+        """A write unit ``fn(conn, *args)``, group-committed with the others waiting."""
+        return await self._gated(lambda: self._queue_unit(fn, args))
+
+    async def _gated(self, submit: Callable[[], Awaitable[T]]) -> T:
+        """``submit`` the work at once, or after another task's open transaction ends."""
         if self._closed:
             raise StoreClosedError(f"store on {describe(self.path)} is closed")
         lock = self._lock
-        assert lock is not None and self._loop is not None
+        assert lock is not None
         if lock.locked():
             if in_transaction.get() is self:
                 raise InvalidArgumentError(
@@ -185,8 +343,8 @@ class SqliteConnection:
                     "on SQLite; use tx.queue(...) inside the transaction"
                 )
             async with lock:
-                return await self._loop.run_in_executor(self._executor, self._guarded, fn, *args)
-        return await self._loop.run_in_executor(self._executor, self._guarded, fn, *args)
+                return await submit()
+        return await submit()
 
     # -- lifecycle --------------------------------------------------------------
     async def open(self) -> None:

@@ -1,10 +1,11 @@
 """The SQLite engine's storage operations: stdlib ``sqlite3``, one file per store.
 
-Each operation is one write unit (one ``BEGIN IMMEDIATE`` transaction) or one
-read on the store's own thread; the thread, the connection and the fair busy
-retries are ``connections.py``'s, ``store.transaction()`` is
-``transaction.py``'s. Wakes are rows of the notes table, written in the
-operation's own transaction (``listener.py`` reads them).
+Each operation is one write unit (group-committed with the other waiting
+ones) or one read on the store's own thread; the thread, the connection, the
+group commit and the fair busy retries are ``connections.py``'s,
+``store.transaction()`` is ``transaction.py``'s. Wakes are rows of the notes
+table, written in the operation's own transaction (``listener.py`` reads
+them); a committed note also pokes this process's listeners at once.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import logging
 import sqlite3
 import threading
 import weakref
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 from alkstore.core.dedupe import Enqueued, keyed_enqueue, run_flow_sync
 from alkstore.core.flow import (
@@ -42,8 +43,6 @@ from alkstore.errors import EngineError, InvalidArgumentError, StoreClosedError
 __all__ = ["SqliteEngine"]
 
 log = logging.getLogger("alkstore.sqlite")
-
-T = TypeVar("T")
 
 _PACKAGE = "alkstore.engines.sqlite"
 Q = load_queries(_PACKAGE)
@@ -150,18 +149,6 @@ class SqliteEngine(SqliteConnection):
         self._insert_note(conn, queue, "")
         return result
 
-    def _enqueue_keyed_sync(
-        self,
-        queue: str,
-        payloads: Sequence[bytes],
-        keys: Sequence[str | None],
-        window_s: float | None,
-        stamps: Stamps,
-    ) -> list[Enqueued]:
-        result = self._write(self._insert_keyed, queue, payloads, keys, window_s, stamps)
-        self._poke_local()
-        return result
-
     async def enqueue_keyed(
         self,
         queue: str,
@@ -170,25 +157,23 @@ class SqliteEngine(SqliteConnection):
         window_s: float | None,
         stamps: Stamps,
     ) -> list[Enqueued]:
-        return await self._call(self._enqueue_keyed_sync, queue, payloads, keys, window_s, stamps)
+        return await self._write_call(self._insert_keyed, queue, payloads, keys, window_s, stamps)
 
     def _insert_note(self, conn: sqlite3.Connection, channel: str, payload: str) -> None:
         try:
             note_id = conn.execute(Q["insert_note"], (channel, payload)).lastrowid or 0
         except sqlite3.Error as e:  # a wake is best-effort; the row is the truth
+            if not conn.in_transaction:  # SQLite rolled the transaction back: not best-effort
+                raise
             log.warning("alkstore: wake on %r not recorded: %s", channel, e)
             return
+        self._on_commit(self._poke_local)
         self._notes_written += 1
         if self._notes_written % _TRIM_EVERY == 0:
             conn.execute(Q["trim_notes"], {"below": note_id - _NOTES_KEPT})
 
-    def _enqueue_sync(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
-        ids = self._write(self._insert, queue, payloads, stamps)
-        self._poke_local()
-        return ids
-
     async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
-        return await self._call(self._enqueue_sync, queue, payloads, stamps)
+        return await self._write_call(self._insert, queue, payloads, stamps)
 
     # -- claim and handle operations ---------------------------------------------
     @staticmethod
@@ -202,20 +187,24 @@ class SqliteEngine(SqliteConnection):
 
     def _claim_unit(
         self, conn: sqlite3.Connection, queue: str, worker: str, n: int, exhausted_error: str
-    ) -> tuple[Claimed, bool]:
-        """The claim, and whether it took over lapsed claims (their holders are told)."""
+    ) -> Claimed:
+        """The claim; the holders of lapsed claims it took over are told."""
         now = self._clock()
         params = {"queue": queue, "now": now, "exhausted_error": exhausted_error}
         if conn.execute(Q["sweep_exhausted_copy"], params).rowcount:
             conn.execute(Q["sweep_exhausted_delete"], params)
         lapsed = {row[0] for row in conn.execute(Q["lapsed_ids"], params)}
         claimed = self._claim_gated(conn, queue, worker, n, now)
-        told = False
         for row in claimed.rows:
             if row[0] in lapsed:
                 self._insert_note(conn, queue, f"{RECLAIMED_NOTE}{row[0]}:{row[7]}")
-                told = True
-        return claimed, told
+        # Set here, not after the commit, so a later unit of the same group sees
+        # it; a hint only (whether a freed slot writes a wake note).
+        if claimed.limited:
+            self._limited.add(queue)
+        else:
+            self._limited.discard(queue)
+        return claimed
 
     @classmethod
     def _claim_gated(
@@ -251,18 +240,8 @@ class SqliteEngine(SqliteConnection):
             conn.execute(Q["set_tat"], {"queue": queue, "tat": tat})
         return Claimed(rows, True, wait if admission.rate_capped else None)
 
-    def _claim_sync(self, queue: str, worker_id: str, n: int, exhausted_error: str) -> Claimed:
-        claimed, told = self._write(self._claim_unit, queue, worker_id, n, exhausted_error)
-        if claimed.limited:
-            self._limited.add(queue)
-        else:
-            self._limited.discard(queue)
-        if told:
-            self._poke_local()
-        return claimed
-
     async def claim(self, queue: str, worker_id: str, n: int, exhausted_error: str) -> Claimed:
-        return await self._call(self._claim_sync, queue, worker_id, n, exhausted_error)
+        return await self._write_call(self._claim_unit, queue, worker_id, n, exhausted_error)
 
     def _fenced(self, queue: str, job_id: int, attempts: int) -> dict[str, Any]:
         return {"id": job_id, "queue": queue, "attempts": attempts, "now": self._clock()}
@@ -271,17 +250,14 @@ class SqliteEngine(SqliteConnection):
     def _exec_count(conn: sqlite3.Connection, name: str, params: dict[str, Any]) -> int:
         return conn.execute(Q[name], params).rowcount
 
-    def _slots_freed(self, conn: sqlite3.Connection, queues: set[str]) -> bool:
+    def _slots_freed(self, conn: sqlite3.Connection, queues: set[str]) -> None:
         """In the outcome's own transaction: wake the limited ones of ``queues``."""
-        woke = False
         for queue in queues & self._limited:
             self._insert_note(conn, queue, "")
-            woke = True
-        return woke
 
     def _ack_unit(
         self, conn: sqlite3.Connection, items: Sequence[tuple[str, int, int]]
-    ) -> tuple[set[tuple[int, int]], bool]:
+    ) -> set[tuple[int, int]]:
         now = self._clock()
         acked = set()
         freed = set()
@@ -300,23 +276,18 @@ class SqliteEngine(SqliteConnection):
             ):
                 acked.add((job_id, attempts))
                 freed.add(queue)
-        return acked, self._slots_freed(conn, freed)
-
-    def _outcome_sync(self, unit: Callable[..., tuple[T, bool]], *args: Any) -> T:
-        result, woke = self._write(unit, *args)
-        if woke:
-            self._poke_local()
-        return result
+        self._slots_freed(conn, freed)
+        return acked
 
     async def ack_many(self, items: Sequence[tuple[str, int, int]]) -> set[tuple[int, int]]:
-        return await self._call(self._outcome_sync, self._ack_unit, items)
+        return await self._write_call(self._ack_unit, items)
 
-    def _freeing_unit(
-        self, conn: sqlite3.Connection, name: str, params: dict[str, Any]
-    ) -> tuple[bool, bool]:
+    def _freeing_unit(self, conn: sqlite3.Connection, name: str, params: dict[str, Any]) -> bool:
         """A fenced outcome that frees the job's slot (retry, release)."""
         done = bool(conn.execute(Q[name], params).rowcount)
-        return done, done and self._slots_freed(conn, {params["queue"]})
+        if done:
+            self._slots_freed(conn, {params["queue"]})
+        return done
 
     def _ack_result_unit(self, conn: sqlite3.Connection, params: dict[str, Any]) -> bool:
         if not conn.execute(Q["ack"], params).rowcount:
@@ -325,18 +296,12 @@ class SqliteEngine(SqliteConnection):
         self._insert_note(conn, RESULTS_CHANNEL, str(params["id"]))
         return True
 
-    def _ack_result_sync(self, params: dict[str, Any]) -> bool:
-        done = self._write(self._ack_result_unit, params)
-        if done:
-            self._poke_local()
-        return done
-
     async def ack_result(
         self, queue: str, job_id: int, attempts: int, value: str, keep_s: float
     ) -> bool:
         params = self._fenced(queue, job_id, attempts)
         params.update(value=value, keep=keep_s)
-        return await self._call(self._ack_result_sync, params)
+        return await self._write_call(self._ack_result_unit, params)
 
     async def outcomes(self, queue: str | None, ids: Sequence[int]) -> list[Row]:
         params = {"queue": queue, "ids": json.dumps(list(ids))}
@@ -352,40 +317,39 @@ class SqliteEngine(SqliteConnection):
         params = self._fenced(queue, job_id, attempts)
         params["run_at"] = params["now"] + delay_s
         params["error"] = error
-        return await self._call(self._outcome_sync, self._freeing_unit, "retry", params)
+        return await self._write_call(self._freeing_unit, "retry", params)
 
     async def release(self, queue: str, job_id: int, attempts: int, delay_s: float | None) -> bool:
         params = self._fenced(queue, job_id, attempts)
         params["run_at"] = None if delay_s is None else params["now"] + delay_s
-        return await self._call(self._outcome_sync, self._freeing_unit, "release", params)
+        return await self._write_call(self._freeing_unit, "release", params)
 
-    def _dead_letter_unit(
-        self, conn: sqlite3.Connection, params: dict[str, Any]
-    ) -> tuple[bool, bool]:
+    def _dead_letter_unit(self, conn: sqlite3.Connection, params: dict[str, Any]) -> bool:
         if not conn.execute(Q["dead_letter_copy"], params).rowcount:
-            return False, False
+            return False
         conn.execute(Q["delete_by_id"], {"id": params["id"]})
-        return True, self._slots_freed(conn, {params["queue"]})
+        self._slots_freed(conn, {params["queue"]})
+        return True
 
     async def dead_letter(self, queue: str, job_id: int, attempts: int, error: str) -> bool:
         params = self._fenced(queue, job_id, attempts)
         params["error"] = error
-        return await self._call(self._outcome_sync, self._dead_letter_unit, params)
+        return await self._write_call(self._dead_letter_unit, params)
 
     async def heartbeat(
         self, queue: str, job_id: int, attempts: int, extend_s: float | None
     ) -> bool:
         params = self._fenced(queue, job_id, attempts)
         params["extend"] = extend_s
-        return bool(await self._call(self._write, self._exec_count, "heartbeat", params))
+        return bool(await self._write_call(self._exec_count, "heartbeat", params))
 
     async def ack_batch(self, queue: str, ids: Sequence[int]) -> int:
         params = {"queue": queue, "now": self._clock(), "ids": json.dumps(ids)}
-        return await self._call(self._write, self._exec_count, "ack_batch", params)
+        return await self._write_call(self._exec_count, "ack_batch", params)
 
     async def cancel(self, queue: str, job_id: int) -> bool:
         params = {"id": job_id, "queue": queue}
-        return bool(await self._call(self._write, self._exec_count, "cancel", params))
+        return bool(await self._write_call(self._exec_count, "cancel", params))
 
     @staticmethod
     def _fetch_one(conn: sqlite3.Connection, name: str, params: dict[str, Any]) -> Row | None:
@@ -415,7 +379,7 @@ class SqliteEngine(SqliteConnection):
     async def sweep(
         self, queue: str, retention_s: float | None, expired_error: str
     ) -> tuple[int, int, int, int]:
-        return await self._call(self._write, self._sweep_unit, queue, retention_s, expired_error)
+        return await self._write_call(self._sweep_unit, queue, retention_s, expired_error)
 
     def _next_due(self, conn: sqlite3.Connection, queue: str) -> float | None:
         now = self._clock()
@@ -432,15 +396,11 @@ class SqliteEngine(SqliteConnection):
 
     async def mark_schedule(self, name: str, tick: float, job_id: int | None) -> None:
         params = {"name": name, "tick": tick, "job": job_id, "now": self._clock()}
-        await self._call(self._write, self._exec_count, "mark_schedule", params)
+        await self._write_call(self._exec_count, "mark_schedule", params)
 
     # -- notify / listen ----------------------------------------------------------
-    def _notify_sync(self, channel: str, payload: str) -> None:
-        self._write(self._insert_note, channel, payload)
-        self._poke_local()
-
     async def notify(self, channel: str, payload: str) -> None:
-        await self._call(self._notify_sync, channel, payload)
+        await self._write_call(self._insert_note, channel, payload)
 
     async def wake(self, channel: str) -> None:
         try:
@@ -459,21 +419,12 @@ class SqliteEngine(SqliteConnection):
         if not paused:
             self._insert_note(conn, queue, "")
 
-    def _set_paused_sync(self, queue: str, paused: bool) -> None:
-        self._write(self._set_paused_unit, queue, paused)
-        if not paused:
-            self._poke_local()
-
     async def set_paused(self, queue: str, paused: bool) -> None:
-        await self._call(self._set_paused_sync, queue, paused)
+        await self._write_call(self._set_paused_unit, queue, paused)
 
     def _set_limits_unit(self, conn: sqlite3.Connection, params: dict[str, Any]) -> None:
         conn.execute(Q["set_limits"], params)
         self._insert_note(conn, params["queue"], "")
-
-    def _set_limits_sync(self, params: dict[str, Any]) -> None:
-        self._write(self._set_limits_unit, params)
-        self._poke_local()
 
     async def set_limits(
         self,
@@ -491,7 +442,7 @@ class SqliteEngine(SqliteConnection):
             "rate_period_s": None if rate is None else rate[1],
             "burst": burst,
         }
-        await self._call(self._set_limits_sync, params)
+        await self._write_call(self._set_limits_unit, params)
 
     def _max_note(self) -> int:
         return int(self._read(lambda conn: conn.execute(Q["max_note"]).fetchone()[0]))
@@ -559,18 +510,12 @@ class SqliteEngine(SqliteConnection):
         self._insert_note(conn, row[0], "")
         return True
 
-    def _requeue_sync(
-        self, job_id: int, attempts: int, delay_s: float, expiry_cutoff_s: float
-    ) -> bool:
-        done = self._write(self._requeue_unit, job_id, attempts, delay_s, expiry_cutoff_s)
-        if done:
-            self._poke_local()
-        return done
-
     async def requeue_dead(
         self, job_id: int, attempts: int, delay_s: float, expiry_cutoff_s: float
     ) -> bool:
-        return await self._call(self._requeue_sync, job_id, attempts, delay_s, expiry_cutoff_s)
+        return await self._write_call(
+            self._requeue_unit, job_id, attempts, delay_s, expiry_cutoff_s
+        )
 
     async def stats(self) -> list[tuple[str, int, int, int, int, float | None]]:
         def read(conn: sqlite3.Connection) -> list[tuple[str, int, int, int, int, float | None]]:
@@ -603,7 +548,7 @@ class SqliteEngine(SqliteConnection):
     async def copy_write(self, table: str, rows: Sequence[Row]) -> None:
         copied_table(table)  # only a copied table's own query
         query = Q[f"copy_write_{table[4:]}"]
-        await self._call(self._write, lambda conn: conn.executemany(query, rows))
+        await self._write_call(lambda conn: conn.executemany(query, rows))
 
     async def last_job_id(self) -> int:
         row = await self._call(self._read, lambda c: c.execute(Q["copy_last_id"]).fetchone())
@@ -614,7 +559,7 @@ class SqliteEngine(SqliteConnection):
             conn.execute(Q["copy_advance_ids"], (last,))
             conn.execute(Q["copy_start_ids"], (last,))
 
-        await self._call(self._write, advance)
+        await self._write_call(advance)
 
     # -- live workers and outcome history -------------------------------------------
     async def upsert_worker(
@@ -635,15 +580,15 @@ class SqliteEngine(SqliteConnection):
             "running": running,
             "now": self._clock(),
         }
-        await self._call(self._write, self._exec_count, "worker_upsert", params)
+        await self._write_call(self._exec_count, "worker_upsert", params)
 
     async def delete_worker(self, worker_id: str) -> bool:
         params = {"id": worker_id}
-        return bool(await self._call(self._write, self._exec_count, "worker_delete", params))
+        return bool(await self._write_call(self._exec_count, "worker_delete", params))
 
     async def purge_workers(self, older_than_s: float) -> int:
         params = {"cutoff": self._clock() - older_than_s}
-        return await self._call(self._write, self._exec_count, "worker_purge", params)
+        return await self._write_call(self._exec_count, "worker_purge", params)
 
     async def list_workers(self) -> list[Row]:
         rows = await self._call(self._read, self._fetch_all, "worker_list", {"now": self._clock()})
@@ -661,7 +606,7 @@ class SqliteEngine(SqliteConnection):
         conn.execute(Q["outcome_purge"], {"cutoff": now - keep_s})
 
     async def add_outcomes(self, counts: Sequence[tuple[str, str, int]], keep_s: float) -> None:
-        await self._call(self._write, self._outcomes_unit, counts, keep_s)
+        await self._write_call(self._outcomes_unit, counts, keep_s)
 
     async def outcome_history(self, seconds: float) -> list[tuple[str, float, str, int]]:
         since = int((self._clock() - seconds) // 60 * 60)
@@ -682,7 +627,7 @@ class SqliteEngine(SqliteConnection):
                 self._executor,
                 self._guarded,
                 self._with_busy_retry,
-                lambda: self._conn.execute("BEGIN IMMEDIATE"),  # type: ignore[union-attr]
+                self._begin_sync,
             )
         except BaseException:
             lock.release()

@@ -29,7 +29,6 @@ class SqliteTransaction:
     ) -> None:
         self._engine = engine
         self._token = token
-        self._wrote_notes = False
         self._done = False
 
     async def _hop(self, fn: Callable[..., T], *args: Any) -> T:
@@ -41,9 +40,7 @@ class SqliteTransaction:
 
     async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
         engine = self._engine
-        ids = await self._hop(engine._insert, engine._conn, queue, payloads, stamps)
-        self._wrote_notes = True
-        return ids
+        return await self._hop(engine._insert, engine._conn, queue, payloads, stamps)
 
     async def enqueue_keyed(
         self,
@@ -54,16 +51,13 @@ class SqliteTransaction:
         stamps: Stamps,
     ) -> list[Enqueued]:
         engine = self._engine
-        result = await self._hop(
+        return await self._hop(
             engine._insert_keyed, engine._conn, queue, payloads, keys, window_s, stamps
         )
-        self._wrote_notes = True
-        return result
 
     async def notify(self, channel: str, payload: str) -> None:
         engine = self._engine
         await self._hop(engine._insert_note, engine._conn, channel, payload)
-        self._wrote_notes = True
 
     async def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None) -> list[Row]:
         conn = self._engine._conn
@@ -76,17 +70,8 @@ class SqliteTransaction:
         self._done = True
         engine = self._engine
         try:
-            if not engine._closed:
-                conn = engine._conn
-                assert conn is not None
-
-                def end() -> None:
-                    if conn.in_transaction:
-                        conn.execute(statement)
-
-                await self._hop(end)
-                if statement == "COMMIT" and self._wrote_notes:
-                    engine._poke_local()
+            if not engine._closed:  # the notes written poke listeners after a COMMIT
+                await self._hop(engine._end_sync, statement)
         finally:
             # The sync facade enters and exits in two tasks (two contexts): the
             # token then belongs to a context that is already gone.
