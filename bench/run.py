@@ -5,7 +5,9 @@ Measures, per engine (median of ``--runs`` runs, each on a fresh store):
 - end-to-end drain: N jobs enqueued first, then worker processes claim and ack
   (``claim_one`` + ``ack``, and ``claim_batch`` + ``ack_batch`` of 100 and 1000);
 - wake latency: enqueue commit → job in the hand of a consumer waiting in
-  ``queue.jobs()``, in the same process and in another process (p50 / p99);
+  ``queue.jobs()``, in the same process and in another process, and
+  ``defer()`` commit → handler start in an idle worker (``app.worker(concurrency=8)``)
+  in another process (p50 / p99);
 - on PostgreSQL, single-enqueue rate with wakes on, coalesced and off.
 """
 
@@ -176,6 +178,63 @@ async def wake_in_process(target: Target, n: int, gap_s: float) -> list[float]:
     return _latencies(sent, seen)
 
 
+def _probe_app(target: Target, on_run: Callable[[int], None]) -> tuple[alkstore.App, Any]:
+    app = alkstore.App(target.url, **target.kwargs())
+
+    @app.task(queue=QUEUE, name="wake_probe")
+    async def probe(seq: int) -> None:
+        on_run(seq)
+
+    return app, probe
+
+
+def _worker_consumer_process(target: Target, n: int, ready: Any, out: Any) -> None:
+    async def main() -> dict[int, float]:
+        seen: dict[int, float] = {}
+        worker: list[Any] = []
+
+        def on_run(seq: int) -> None:
+            seen[seq] = time.time()
+            if len(seen) >= n:
+                worker[0].stop()
+
+        app, _ = _probe_app(target, on_run)
+        worker.append(app.worker(concurrency=8, handle_signals=False))
+        run = asyncio.ensure_future(worker[0].run())
+        await asyncio.sleep(0.5)  # connected, listening and idle
+        ready.set()
+        await run
+        await app.close()
+        return seen
+
+    out.put(asyncio.run(main()))
+
+
+async def _defer_probes(target: Target, n: int, gap_s: float) -> dict[int, float]:
+    sent: dict[int, float] = {}
+    app, probe = _probe_app(target, lambda seq: None)
+    async with app:
+        for seq in range(n):
+            await probe.defer(seq=seq)
+            sent[seq] = time.time()
+            await asyncio.sleep(gap_s)
+    return sent
+
+
+def wake_worker(target: Target, n: int, gap_s: float) -> list[float]:
+    """``defer()`` commit → handler start in an idle worker in another process."""
+    ctx = mp.get_context("spawn")
+    ready, out = ctx.Event(), ctx.Queue()
+    consumer = ctx.Process(target=_worker_consumer_process, args=(target, n, ready, out))
+    consumer.start()
+    if not ready.wait(60):
+        raise RuntimeError("worker did not start")
+    sent = asyncio.run(_defer_probes(target, n, gap_s))
+    seen = out.get(timeout=120)
+    consumer.join()
+    return _latencies(sent, seen)
+
+
 # -- driver ------------------------------------------------------------------------------
 def rate(value: float) -> str:
     return f"{value:,.0f}/s"
@@ -214,6 +273,7 @@ def main() -> None:
         ),
         ("wake, in-process", lambda t: asyncio.run(wake_in_process(t, probes, 0.01))),
         ("wake, cross-process", lambda t: wake_cross_process(t, probes, 0.01)),
+        ("wake, worker in another process", lambda t: wake_worker(t, probes, 0.01)),
     ]
     results: dict[str, dict[str, str]] = {}
     for engine in engines:

@@ -47,6 +47,8 @@ Sink = Callable[[Sequence[tuple[str, str]]], None]
 FAST_POLL_S = 0.0005  # after a write to the files, look this often...
 FAST_WINDOW_S = 0.05  # ...until this long after the last one
 IDLE_POLL_S = 1.0  # with a watch: look at least this often, heard or not
+SLOW_POLL_S = 0.005  # past the window, a write heard and no commit seen since: this often
+UNSEEN_MAX_S = 5.0  # ...for at most this long
 
 
 class NoteListener:
@@ -67,6 +69,7 @@ class NoteListener:
         self._connect = connect
         self._watch_path = watch_path
         self._watch: FileWatch | None = None
+        self._unseen_until = 0.0  # a write was heard and no commit seen since, until then
         self._q = queries
         self._loop = loop
         self._sink = sink
@@ -134,13 +137,22 @@ class NoteListener:
             self._event.wait(self._poll_s)
             self._event.clear()
             return 0.0
-        if time.monotonic() < fast_until:
+        now = time.monotonic()
+        if now < fast_until:
             self._event.wait(FAST_POLL_S)
+            heard = watch.drain()
+        elif now < self._unseen_until:
+            # a write was heard but no commit seen since: its sync is slow (e.g.
+            # behind a checkpoint); keep looking, less closely
+            self._event.wait(SLOW_POLL_S)
             heard = watch.drain()
         else:
             heard = watch.wait(IDLE_POLL_S)
         self._event.clear()
-        return time.monotonic() + FAST_WINDOW_S if heard else fast_until
+        if not heard:
+            return fast_until
+        self._unseen_until = time.monotonic() + UNSEEN_MAX_S
+        return time.monotonic() + FAST_WINDOW_S
 
     def _run(self) -> None:
         try:
@@ -166,6 +178,7 @@ class NoteListener:
                 if now_version == version:
                     continue
                 version = now_version
+                self._unseen_until = 0.0
                 self._read(conn)
             except sqlite3.Error as e:  # keep listening; a gap makes consumers re-poll
                 log.warning("alkstore: SQLite listener error, retrying: %s", e)
