@@ -156,17 +156,28 @@ def _latencies(sent: dict[int, float], seen: dict[int, float]) -> list[float]:
     return [(seen[i] - sent[i]) * 1000 for i in sent if i in seen]
 
 
-def wake_cross_process(target: Target, n: int, gap_s: float) -> list[float]:
+def _wake_from_another_process(
+    consumer_process: Callable[..., None],
+    produce: Callable[[Target, int, float], Any],
+    target: Target,
+    n: int,
+    gap_s: float,
+) -> list[float]:
+    """Latencies of ``n`` probes: ``produce`` here, ``consumer_process`` in a child."""
     ctx = mp.get_context("spawn")
     ready, out = ctx.Event(), ctx.Queue()
-    consumer = ctx.Process(target=_consumer_process, args=(target, n, ready, out))
+    consumer = ctx.Process(target=consumer_process, args=(target, n, ready, out))
     consumer.start()
     if not ready.wait(60):
         raise RuntimeError("consumer did not start")
-    sent = asyncio.run(_produce(target, n, gap_s))
+    sent = asyncio.run(produce(target, n, gap_s))
     seen = out.get(timeout=120)
     consumer.join()
     return _latencies(sent, seen)
+
+
+def wake_cross_process(target: Target, n: int, gap_s: float) -> list[float]:
+    return _wake_from_another_process(_consumer_process, _produce, target, n, gap_s)
 
 
 async def wake_in_process(target: Target, n: int, gap_s: float) -> list[float]:
@@ -223,16 +234,7 @@ async def _defer_probes(target: Target, n: int, gap_s: float) -> dict[int, float
 
 def wake_worker(target: Target, n: int, gap_s: float) -> list[float]:
     """``defer()`` commit → handler start in an idle worker in another process."""
-    ctx = mp.get_context("spawn")
-    ready, out = ctx.Event(), ctx.Queue()
-    consumer = ctx.Process(target=_worker_consumer_process, args=(target, n, ready, out))
-    consumer.start()
-    if not ready.wait(60):
-        raise RuntimeError("worker did not start")
-    sent = asyncio.run(_defer_probes(target, n, gap_s))
-    seen = out.get(timeout=120)
-    consumer.join()
-    return _latencies(sent, seen)
+    return _wake_from_another_process(_worker_consumer_process, _defer_probes, target, n, gap_s)
 
 
 # -- driver ------------------------------------------------------------------------------
