@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck imports unit bench clean
+.PHONY: demo test lint typecheck imports docs unit bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,7 +34,11 @@ typecheck: $(STAMP)
 imports: $(STAMP)
 	$(BIN)/lint-imports
 
-test: lint typecheck imports $(CHROMIUM)
+# The guide as a site (docs/ → site/); --strict fails on a broken link or a page left out.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+test: lint typecheck imports docs $(CHROMIUM)
 	$(BIN)/pytest -q
 
 bench: $(STAMP)
@@ -44,4 +48,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/cancel_latency.py --pg $${ALKSTORE_BENCH_PG_URL:-postgresql://root@127.0.0.1:5432/test}
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site
