@@ -17,7 +17,7 @@ async def connect(url: str | None = None, *, schema: str = "alkstore", **options
     ``url`` is ``sqlite:///relative.db``, ``sqlite:////abs/path.db`` or
     ``postgresql://user@host:port/db``; with none, ``$ALKSTORE_URL``, else
     ``sqlite:///alkstore.db``. Engine options come from the URL's query string
-    or from keyword arguments (see README, "Configuration").
+    or from keyword arguments (see docs/configuration.md).
 
     >>> store = await alkstore.connect("sqlite:///jobs.db")
     >>> async with await alkstore.connect() as store: ...
