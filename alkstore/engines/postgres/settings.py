@@ -21,7 +21,7 @@ __all__ = ["OPTION_NAMES", "PgSettings", "parse_settings"]
 _INT_MAX = 2**31 - 1
 WAKE_MODES = ("coalesce", "on", "off")
 
-# option name -> what it means (docs/configuration.md, docs/postgres.md)
+# option name -> what it means (README "Configuration", docs/postgres.md)
 OPTION_NAMES = {
     "pool_min": "connections the pool keeps open (default 1)",
     "pool_max": "connections the pool may open (default 10)",
