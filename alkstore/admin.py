@@ -204,12 +204,15 @@ class Admin:
         return [QueueStats(*row) for row in await engine.stats()]
 
     async def cancel(self, job_id: int) -> bool:
-        """Delete the live job with this id in any queue; ``False`` if none is live."""
+        """Delete the live job with this id in any queue; ``False`` if none is live.
+
+        The same cancel as :meth:`Queue.cancel <alkstore.Queue.cancel>`, announced on
+        the job's queue channel: a worker running it stops its handler (``cancelled``)."""
         engine = engine_of(self._store)
         row = await engine.find_job(_check_id(job_id))
         if row is None or row[3] == "dead":
             return False
-        return await engine.cancel(row[1], job_id)
+        return await self._store.queue(row[1]).cancel(job_id)
 
     async def requeue_many(self, job_ids: Iterable[int]) -> int:
         """:meth:`requeue` each dead job listed; count those requeued."""

@@ -642,7 +642,7 @@ def jobs_outcomes(
 @_store_options
 @click.pass_context
 def jobs_cancel(ctx: click.Context, job_id: str, url: str | None, schema: str | None) -> None:
-    """Delete live job ID (pending or processing; a running handler is not interrupted)."""
+    """Delete live job ID (pending or processing; a running handler is stopped)."""
     ident = _job_id(job_id)
 
     async def go() -> str:
