@@ -40,7 +40,8 @@ from alkstore.admin import GONE_AFTER_S, JOB_STATES, Admin
 from alkstore.cli.render import flow_json
 from alkstore.connect import connect
 from alkstore.core.job import Job
-from alkstore.dashboard.pages import ICON, LIVE_JS, STYLE, Page, now_utc
+from alkstore.dashboard.assets import ICON, LIVE_JS, STYLE
+from alkstore.dashboard.pages import Page, now_utc
 from alkstore.errors import AlkstoreError, InvalidArgumentError, InvalidNameError
 from alkstore.metrics import CONTENT_TYPE, Metrics
 from alkstore.store import Store
