@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
@@ -76,6 +77,7 @@ def create_app(
     refresh_s: float = 2.0,
     allowed_hosts: Sequence[str] | None = None,
     gone_after_s: float = GONE_AFTER_S,
+    login_to_read: bool = False,
     **options: Any,
 ) -> Starlette:
     """The dashboard as an ASGI app: serve it with uvicorn or mount it in yours.
@@ -89,6 +91,8 @@ def create_app(
     a worker unseen for ``gone_after_s`` is shown as gone.
     ``allowed_hosts`` limits the ``Host`` header (against DNS rebinding of a
     loopback dashboard; ``alkstore dashboard`` sets it when bound to loopback).
+    ``login_to_read`` makes every page (not only the actions) need the token or
+    the ``auth`` hook's yes (``alkstore dashboard`` sets it beyond loopback).
 
     >>> from starlette.routing import Mount
     >>> app = Starlette(routes=[Mount("/jobs-admin", create_app(store, auth=is_staff))])
@@ -100,6 +104,7 @@ def create_app(
         auth=auth,
         refresh_s=refresh_s,
         gone_after_s=gone_after_s,
+        login_to_read=login_to_read,
         options=options,
     )
 
@@ -251,6 +256,33 @@ def create_app(
         response.delete_cookie(SESSION_COOKIE, path=page.base or "/")
         return response
 
+    async def raw(request: Request) -> Response:
+        """The whole payload, result or error of a job (the pages show a preview)."""
+        job_id = parse_id(request.path_params["job_id"])
+        part = request.path_params["part"]
+        admin = (await dash.store()).admin()
+        body: bytes | str | None = None
+        if job_id is not None and part in ("payload", "error"):
+            job = await admin.find_job(job_id)
+            if job is not None and part == "payload":
+                body = job.payload
+            elif job is not None and job.last_error is not None:
+                body = json.dumps(job.last_error, ensure_ascii=False)
+        elif job_id is not None and part == "result":
+            outcome = await admin.outcome(job_id)
+            body = None if outcome is None else outcome.value_json
+        if body is None:
+            return JSONResponse({"error": f"job {job_id} has no {part}"}, status_code=404)
+        media = "application/json"
+        if isinstance(body, bytes):  # a payload: as stored; JSON when it is JSON
+            try:
+                json.loads(body)
+            except (ValueError, UnicodeDecodeError):
+                media = "application/octet-stream"
+        response = Response(body, media_type=media)
+        dash.harden(response)
+        return response
+
     async def metrics(request: Request) -> Response:
         admin = (await dash.store()).admin()
         dash.metrics.set_queue_stats(await admin.stats())
@@ -273,20 +305,30 @@ def create_app(
         finally:
             await dash.close()
 
+    def gated(endpoint: Callable[[Request], Awaitable[Response]]) -> Any:
+        """A read: answered only when this visitor may read (see ``login_to_read``)."""
+
+        async def read(request: Request) -> Response:
+            wall = await dash.login_wall(request)
+            return wall if wall is not None else await endpoint(request)
+
+        return read
+
     routes = [
-        Route("/", overview),
-        Route("/api/overview", overview_json),
-        Route("/queues/{queue}", queue_page),
-        Route("/dead", dead_page),
-        Route("/jobs", job_lookup),
-        Route("/jobs/{job_id}", job_page),
-        Route("/workers", workers_page),
+        Route("/", gated(overview)),
+        Route("/api/overview", gated(overview_json)),
+        Route("/api/jobs/{job_id}/{part:str}", gated(raw)),
+        Route("/queues/{queue}", gated(queue_page)),
+        Route("/dead", gated(dead_page)),
+        Route("/jobs", gated(job_lookup)),
+        Route("/jobs/{job_id}", gated(job_page)),
+        Route("/workers", gated(workers_page)),
         Route("/jobs/{job_id}/requeue", act_requeue, methods=["POST"]),
         Route("/jobs/{job_id}/cancel", act_cancel, methods=["POST"]),
         Route("/requeue", act_bulk_requeue, methods=["POST"]),
         Route("/login", login, methods=["GET", "POST"]),
         Route("/logout", logout, methods=["POST"]),
-        Route("/metrics", metrics),
+        Route("/metrics", gated(metrics)),
         Route("/assets/style.css", asset(STYLE, "text/css")),
         Route("/assets/live.js", asset(LIVE_JS, "text/javascript")),
         Route("/assets/icon.svg", asset(ICON, "image/svg+xml")),

@@ -31,7 +31,7 @@ font:12.5px/1.4 ui-monospace,SFMono-Regular,Menlo,monospace;white-space:pre-wrap
 pre.error{border-color:#f0c2bd;background:#fff7f6}
 .state{padding:.05rem .45rem;border-radius:.7rem;font-size:.85em;background:#e8ecf0}
 .state.pending{background:#dcebff}.state.processing{background:#fff0c2}
-.state.dead{background:#ffd9d4}
+.state.dead{background:#ffd9d4}.state.delayed{background:#e9e3ff}
 .badge{padding:.1rem .5rem;border-radius:.7rem;background:#55606b;color:#fff;font-size:.85em}
 .badge.ok{background:var(--ok)}.badge.bad{background:var(--bad)}
 tr.gone{color:var(--muted)}

@@ -15,8 +15,23 @@ from html import escape
 from urllib.parse import urlencode
 
 from alkstore.cli.render import age
+from alkstore.core.job import Job
 
-__all__ = ["PageBase", "esc", "now_utc", "options", "when"]
+__all__ = [
+    "PREVIEW_CHARS",
+    "PageBase",
+    "esc",
+    "now_utc",
+    "options",
+    "preview",
+    "shown_state",
+    "size",
+    "when",
+]
+
+# A payload, result or error longer than this is cut on the pages (a 50 MB payload
+# would be 50 MB of HTML, fetched again at every refresh); the whole is one link away.
+PREVIEW_CHARS = 4096
 
 
 def esc(value: object) -> str:
@@ -31,6 +46,36 @@ def when(moment: datetime | None, now: datetime) -> str:
     rel = f"in {age(delta)}" if delta > 0.5 else f"{age(-delta)} ago" if delta < -0.5 else "now"
     stamp = moment.strftime("%Y-%m-%d %H:%M:%S")
     return f'<time datetime="{esc(moment.isoformat())}" title="{esc(stamp)}Z">{esc(rel)}</time>'
+
+
+def shown_state(job: Job, now: datetime) -> str:
+    """The state a job is shown with: ``delayed`` for a pending job not yet due (the
+    ``delayed`` of ``Admin.stats``: pending with ``run_at`` after now), else its state."""
+    return "delayed" if job.state == "pending" and job.run_at > now else job.state
+
+
+def size(n: int) -> str:
+    """A byte or character count for people: ``812 B``, ``4.0 KB``, ``52.4 MB``."""
+    if n < 1024:
+        return f"{n} B"
+    if n < 1024**2:
+        return f"{n / 1024:.1f} KB"
+    if n < 1024**3:
+        return f"{n / 1024**2:.1f} MB"
+    return f"{n / 1024**3:.1f} GB"
+
+
+def preview(text: str, whole: int, raw_url: str, what: str, cls: str, ident: str) -> str:
+    """``text`` in a ``<pre>``, cut to :data:`PREVIEW_CHARS` when it or ``whole``
+    (its full size) is longer, saying how much is shown and linking to the whole
+    at ``raw_url``."""
+    if len(text) <= PREVIEW_CHARS and whole <= PREVIEW_CHARS:
+        return f'<pre class="{cls}" id="{ident}">{esc(text)}</pre>'
+    note = (
+        f'<p class="muted cut" id="{ident}-cut">The first {size(PREVIEW_CHARS)} of '
+        f'{size(whole)} shown: <a href="{esc(raw_url)}">the whole {esc(what)}</a>.</p>'
+    )
+    return f'{note}<pre class="{cls}" id="{ident}">{esc(text[:PREVIEW_CHARS])}…</pre>'
 
 
 def options(values: Iterable[str], chosen: str | None) -> str:

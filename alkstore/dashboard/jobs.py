@@ -9,9 +9,17 @@ from datetime import datetime
 from alkstore.cli.render import age, describe_payload
 from alkstore.core.job import Job
 from alkstore.core.results import JobOutcome
-from alkstore.dashboard.html import PageBase, esc, when
+from alkstore.dashboard.html import PREVIEW_CHARS, PageBase, esc, preview, shown_state, when
 
 __all__ = ["JobPages"]
+
+
+def _call(job: Job, width: int) -> str:
+    """The job's call or payload in a line; a large one from its first bytes only."""
+    if len(job.payload) <= PREVIEW_CHARS:
+        return describe_payload(job, width)
+    text = " ".join(job.payload[: width * 4].decode("utf-8", "replace").split())
+    return text[: width - 1] + "…"
 
 
 class JobPages(PageBase):
@@ -20,7 +28,8 @@ class JobPages(PageBase):
     def job_rows(self, jobs: Sequence[Job], now: datetime, *, select: bool) -> str:
         out = []
         for job in jobs:
-            error = (job.last_error or "").splitlines()[0] if job.last_error else ""
+            error = job.last_error[:200].split("\n", 1)[0] if job.last_error else ""
+            state = shown_state(job, now)
             box = (
                 f'<td><input type="checkbox" name="id" value="{job.id}" '
                 f'aria-label="select job {job.id}"></td>'
@@ -31,8 +40,8 @@ class JobPages(PageBase):
                 f'<tr data-job="{job.id}">{box}'
                 f'<td><a href="{esc(self.url(f"/jobs/{job.id}"))}">{job.id}</a></td>'
                 f'<td><a href="{esc(self.url("/queues/" + job.queue))}">{esc(job.queue)}</a></td>'
-                f'<td><span class="state {esc(job.state)}">{esc(job.state)}</span></td>'
-                f"<td><code>{esc(describe_payload(job, 70))}</code></td>"
+                f'<td><span class="state {esc(state)}">{esc(state)}</span></td>'
+                f"<td><code>{esc(_call(job, 70))}</code></td>"
                 f'<td class="num">{job.attempts}/{job.max_attempts}</td>'
                 f"<td>{when(job.died_at or job.run_at, now)}</td>"
                 f'<td class="err">{esc(error[:80])}</td></tr>'
@@ -71,20 +80,24 @@ class JobPages(PageBase):
         return note + self.bulk_form(jobs, now, back)
 
     def job_page(self, job: Job, now: datetime, back: str) -> str:
-        try:
-            payload = json.dumps(job.json(), indent=2, ensure_ascii=False)
-        except (ValueError, UnicodeDecodeError):
+        state = shown_state(job, now)
+        if len(job.payload) > PREVIEW_CHARS:  # never parse (nor send) it all
+            payload = job.payload[:PREVIEW_CHARS].decode("utf-8", "replace")
+        else:
             try:
-                payload = job.payload.decode()
-            except UnicodeDecodeError:
-                payload = repr(job.payload)
+                payload = json.dumps(job.json(), indent=2, ensure_ascii=False)
+            except (ValueError, UnicodeDecodeError):
+                try:
+                    payload = job.payload.decode()
+                except UnicodeDecodeError:
+                    payload = repr(job.payload)
         fields = [
             ("queue", f'<a href="{esc(self.url("/queues/" + job.queue))}">{esc(job.queue)}</a>'),
             (
                 "state",
-                f'<span class="state {esc(job.state)}" id="job-state">{esc(job.state)}</span>',
+                f'<span class="state {esc(state)}" id="job-state">{esc(state)}</span>',
             ),
-            ("call", f"<code>{esc(describe_payload(job, 200))}</code>"),
+            ("call", f"<code>{esc(_call(job, 200))}</code>"),
             ("attempts", f"{job.attempts} of {job.max_attempts}"),
             ("priority", str(job.priority)),
             ("dedupe key", f"<code>{esc(job.dedupe_key)}</code>" if job.dedupe_key else "-"),
@@ -101,7 +114,7 @@ class JobPages(PageBase):
             fields.append(("died", when(job.died_at, now)))
         if job.state == "processing" and job.claim_expires_at is not None:
             fields.append(("timing", f"running; claim lapses {when(job.claim_expires_at, now)}"))
-        elif job.state == "pending" and job.run_at > now:
+        elif state == "delayed":
             fields.append(("timing", f"delayed: due {when(job.run_at, now)}"))
         elif job.state == "pending":
             waited = (now - job.run_at).total_seconds()
@@ -115,15 +128,20 @@ class JobPages(PageBase):
             actions.append(self.action(f"/jobs/{job.id}/requeue", "Requeue", back=back))
         else:
             actions.append(self.action(f"/jobs/{job.id}/cancel", "Cancel", back=back, danger=True))
+        raw = self.url(f"/api/jobs/{job.id}/")
         error = (
-            f'<h2>Last error</h2><pre class="error" id="last-error">{esc(job.last_error)}</pre>'
+            "<h2>Last error</h2>"
+            + preview(
+                job.last_error, len(job.last_error), raw + "error", "error", "error", "last-error"
+            )
             if job.last_error
             else ""
         )
+        shown = preview(payload, len(job.payload), raw + "payload", "payload", "payload", "payload")
         return (
             f'<p class="actions">{"".join(actions)}</p>'
             f'<section id="job-live" data-live><dl>{dl}</dl></section>'
-            f'<h2>Payload</h2><pre class="payload" id="payload">{esc(payload)}</pre>{error}'
+            f"<h2>Payload</h2>{shown}{error}"
         )
 
     def outcome_page(self, outcome: JobOutcome, now: datetime) -> str:
@@ -144,8 +162,14 @@ class JobPages(PageBase):
         dl = "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in fields)
         result = ""
         if outcome.value_json is not None:
-            shown = json.dumps(outcome.value, indent=2, ensure_ascii=False)
-            result = f'<h2>Result</h2><pre class="payload" id="result">{esc(shown)}</pre>'
+            whole = len(outcome.value_json)
+            shown = (
+                outcome.value_json[:PREVIEW_CHARS]
+                if whole > PREVIEW_CHARS  # never parse (nor send) it all
+                else json.dumps(outcome.value, indent=2, ensure_ascii=False)
+            )
+            raw = self.url(f"/api/jobs/{outcome.id}/result")
+            result = "<h2>Result</h2>" + preview(shown, whole, raw, "result", "payload", "result")
         return f"<dl>{dl}</dl>{result}"
 
     # -- workers ------------------------------------------------------------------------

@@ -61,6 +61,7 @@ class Dashboard:
         auth: AuthHook | None,
         refresh_s: float,
         gone_after_s: float,
+        login_to_read: bool,
         options: dict[str, Any],
     ) -> None:
         if token is not None and (type(token) is not str or not token):
@@ -69,6 +70,13 @@ class Dashboard:
             raise InvalidArgumentError(f"auth must be a callable, got {auth!r}")
         if type(refresh_s) not in (int, float) or refresh_s < 0:
             raise InvalidArgumentError(f"refresh_s must be a number >= 0, got {refresh_s!r}")
+        if type(login_to_read) is not bool:
+            raise InvalidArgumentError(f"login_to_read must be a bool, got {login_to_read!r}")
+        if login_to_read and token is None and auth is None:
+            raise InvalidArgumentError(
+                "login_to_read needs a token or an auth hook: nobody could read the dashboard"
+            )
+        self.login_to_read = login_to_read
         self._given = store if isinstance(store, Store) else None
         self._url = None if isinstance(store, Store) else store
         self._schema = schema
@@ -145,14 +153,14 @@ class Dashboard:
 
     def html(self, page: Page, title: str, body: str, current: str, status: int = 200) -> Response:
         response = HTMLResponse(page.layout(title, body, current), status_code=status)
-        self._harden(response)
+        self.harden(response)
         response.set_cookie(
             CSRF_COOKIE, page.csrf, httponly=True, samesite="strict", path=page.base or "/"
         )
         return response
 
     @staticmethod
-    def _harden(response: Response) -> None:
+    def harden(response: Response) -> None:
         response.headers["Content-Security-Policy"] = _CSP
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["Referrer-Policy"] = "same-origin"
@@ -198,6 +206,19 @@ class Dashboard:
         ):
             return target
         return base + "/"
+
+    async def login_wall(self, request: Request) -> Response | None:
+        """``None`` when this visitor may read; else the answer: the login form (401),
+        or 403 when the ``auth`` hook said no."""
+        if not self.login_to_read or await self.may_act(request):
+            return None
+        page = await self.page(request)
+        if page.login_enabled:
+            body = page.login_page("log in to see this dashboard")
+            response = self.html(page, "Log in", body, "", status=401)
+            response.headers["WWW-Authenticate"] = 'Bearer realm="alkstore dashboard"'
+            return response
+        return self.html(page, "Refused", page.refused("you may not see this dashboard"), "", 403)
 
     async def refused(self, request: Request, reason: str) -> Response:
         page = await self.page(request)

@@ -125,7 +125,11 @@ async def page(browser: Any) -> AsyncIterator[Any]:
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on(
         "console",
-        lambda m: errors.append(m.text) if m.type == "error" and "403" not in m.text else None,
+        lambda m: (
+            errors.append(m.text)
+            if m.type == "error" and "403" not in m.text and "401" not in m.text
+            else None
+        ),
     )
     yield page
     await context.close()
