@@ -146,16 +146,41 @@ def create_app(
         return dash.html(page, f"Queue {queue}", body, "overview")
 
     async def dead_page(request: Request) -> Response:
-        admin = (await dash.store()).admin()
-        stats = await admin.stats()
-        jobs: list[Job] = []
-        for s in stats:
-            if s.dead and len(jobs) < LIST_LIMIT:
-                jobs += await admin.list_jobs(s.queue, "dead", LIST_LIMIT - len(jobs))
-        total = sum(s.dead for s in stats)
+        """Dead jobs of every queue, a keyset page by id (``?after=`` / ``?before=``)."""
         page = await dash.page(request, request.query_params.get("msg"))
-        back = page.url("/dead")
-        return dash.html(page, "Dead letters", page.dead_page(jobs, total, now_utc(), back), "dead")
+        query = {k: request.query_params.get(k, "") for k in ("after", "before", "limit")}
+        after, before = (parse_id(query[k]) if query[k] else None for k in ("after", "before"))
+        limit = parse_id(query["limit"]) if query["limit"] else LIST_LIMIT
+        if (
+            (query["after"] and after is None)
+            or (query["before"] and before is None)
+            or limit is None
+            or limit > LIST_LIMIT
+            or (after is not None and before is not None)
+        ):
+            body = page.refused(
+                "invalid page: give after or before (a job id) and limit (1 to "
+                f"{LIST_LIMIT}), got {request.url.query!r}"
+            )
+            return dash.html(page, "Dead letters", body, "dead", status=400)
+        admin = (await dash.store()).admin()
+        rows = await admin.list_dead(after=after, before=before, limit=limit + 1)
+        jobs = rows[-limit:] if before is not None else rows[:limit]
+        if jobs:  # is there a page before and after this one? one id each way
+            earlier = await admin.list_dead(before=jobs[0].id, limit=1)
+            later = await admin.list_dead(after=jobs[-1].id, limit=1)
+        else:
+            earlier = later = []
+        total = sum(s.dead for s in await admin.stats())
+        sized = {"limit": limit} if limit != LIST_LIMIT else {}
+        pages = (
+            page.url("/dead", before=jobs[0].id, **sized) if earlier else None,
+            page.url("/dead", after=jobs[-1].id, **sized) if later else None,
+            page.url("/dead", **sized) if not jobs and (after or before) else None,
+        )
+        back = page.url("/dead", after=after, before=before, **sized)
+        body = page.dead_page(jobs, total, now_utc(), back, pages)
+        return dash.html(page, "Dead letters", body, "dead")
 
     async def job_lookup(request: Request) -> Response:
         text = request.query_params.get("id", "")

@@ -45,6 +45,7 @@ button:hover{background:#eef1f4}button.danger{border-color:var(--bad);color:var(
 button[disabled]{opacity:.5;cursor:not-allowed}
 .lookup input{width:7rem;padding:.2rem .4rem}
 .filters{margin:.4rem 0 .8rem}
+nav.pages{margin:.6rem 0}p.cut{margin:.2rem 0}
 .stats{display:flex;gap:2rem;align-items:baseline;margin:.3rem 0 .5rem;flex-wrap:wrap}
 .stats b{font-size:1.3rem}
 .legend i{display:inline-block;width:.8rem;height:.8rem;margin:0 .3rem 0 .8rem}

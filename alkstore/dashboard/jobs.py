@@ -72,12 +72,29 @@ class JobPages(PageBase):
             f"{self.job_table(jobs, now, select=True)}</form>"
         )
 
-    def dead_page(self, jobs: Sequence[Job], total: int, now: datetime, back: str) -> str:
-        note = (
-            f'<p id="dead-count" data-live>{total} dead job(s)'
-            f"{f', {len(jobs)} shown' if total > len(jobs) else ''}.</p>"
-        )
-        return note + self.bulk_form(jobs, now, back)
+    def dead_page(
+        self,
+        jobs: Sequence[Job],
+        total: int,
+        now: datetime,
+        back: str,
+        pages: tuple[str | None, str | None, str | None],
+    ) -> str:
+        """A page of dead jobs; ``pages`` are the previous, next and first pages' URLs."""
+        span = f", ids {jobs[0].id} to {jobs[-1].id} shown" if jobs and total > len(jobs) else ""
+        note = f'<p id="dead-count" data-live>{total} dead job(s){span}.</p>'
+        prev, after, first = pages
+        links = [
+            f'<a href="{esc(url)}" rel="{rel}">{label}</a>'
+            for url, rel, label in (
+                (prev, "prev", "← Earlier"),
+                (after, "next", "Later →"),
+                (first, "first", "First page"),
+            )
+            if url is not None
+        ]
+        nav = f'<nav class="pages">{" · ".join(links)}</nav>' if links else ""
+        return note + nav + self.bulk_form(jobs, now, back) + nav
 
     def job_page(self, job: Job, now: datetime, back: str) -> str:
         state = shown_state(job, now)

@@ -1,9 +1,12 @@
 """What the pages show: large payloads, results and errors cut to a preview (the whole
-fetched apart), and a pending job not yet due shown as ``delayed``."""
+fetched apart), a pending job not yet due shown as ``delayed``, dead letters in
+keyset pages."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 
 import alkstore
 from alkstore.dashboard.html import PREVIEW_CHARS
@@ -84,3 +87,43 @@ async def test_a_pending_job_not_yet_due_is_shown_delayed(
     assert 'id="job-state">delayed</span>' in body and "delayed: due" in body
     status, body, _ = http_get(served.url + f"/jobs/{due}")
     assert 'id="job-state">pending</span>' in body
+
+
+def _link(body: str, rel: str) -> str | None:
+    found = re.search(rf'<a href="([^"]+)" rel="{rel}">', body)
+    return None if found is None else html.unescape(found.group(1))
+
+
+def _shown(body: str) -> list[int]:
+    return [int(r.split('"', 1)[0]) for r in body.split('<tr data-job="')[1:]]
+
+
+async def test_dead_letters_are_paged_by_id_with_next_and_previous_links(
+    store: alkstore.Store, serve: Serve
+) -> None:
+    dead = []
+    for i in range(5):
+        q = store.queue(f"paged{i % 2}")
+        job_id = await q.enqueue(b"x")
+        handle = await q.claim_one("w")
+        assert handle is not None and await handle.fail("boom")
+        dead.append(job_id)
+    served = serve()
+    status, body, _ = http_get(served.url + "/dead?limit=2")
+    assert status == 200 and _shown(body) == dead[:2] and "5 dead job(s)" in body
+    assert _link(body, "prev") is None
+    pages = [_shown(body)]
+    while (later := _link(body, "next")) is not None:
+        status, body, _ = http_get(served.url + later)
+        assert status == 200
+        pages.append(_shown(body))
+    assert pages == [dead[:2], dead[2:4], dead[4:]]
+    earlier = _link(body, "prev")
+    assert earlier is not None and "before=" in earlier and "limit=2" in earlier
+    status, body, _ = http_get(served.url + earlier)
+    assert _shown(body) == dead[2:4]
+    assert _link(body, "prev") is not None and _link(body, "next") is not None
+    status, body, _ = http_get(served.url + f"/dead?after={dead[-1]}")
+    assert status == 200 and _shown(body) == [] and _link(body, "first") == "/dead"
+    for bad in ("after=abc", "limit=0", "limit=100000", f"after=1&before={dead[-1]}"):
+        assert http_get(served.url + "/dead?" + bad)[0] == 400, bad
