@@ -100,6 +100,17 @@ def _login(base: str, csrf: str) -> tuple[int, str, Any]:
         return e.code, e.read().decode(), e.headers
 
 
+async def test_mounted_with_login_to_read_the_auth_hook_decides_reads_too(
+    store: alkstore.Store, serve: Serve
+) -> None:
+    job_id = await store.queue("cards").enqueue(SECRET)
+    served = serve(auth=lambda r: r.headers.get("x-staff") == "yes", login_to_read=True)
+    status, body, _ = http_get(served.url + f"/jobs/{job_id}")
+    assert status == 403 and "SECRET" not in body
+    status, body, _ = http_get(served.url + f"/jobs/{job_id}", {"X-Staff": "yes"})
+    assert status == 200 and "4111-SECRET" in body
+
+
 async def test_without_login_to_read_reads_stay_open(store: alkstore.Store, serve: Serve) -> None:
     job_id = await store.queue("cards").enqueue(SECRET)
     served = serve(token=TOKEN)  # as on loopback
