@@ -153,6 +153,24 @@ class Admin:
             )
         return [Job(row) for row in await engine.list_jobs(queue, state, limit)]
 
+    async def list_dead(
+        self, *, after: int | None = None, before: int | None = None, limit: int = 100
+    ) -> list[Job]:
+        """Dead jobs of every queue in id order, a keyset page of at most ``limit``:
+        the first, those after id ``after`` (next page) or before id ``before``
+        (previous page). Each page is one index range scan, however deep."""
+        engine = engine_of(self._store)
+        if after is not None and before is not None:
+            raise InvalidArgumentError("give after or before, not both")
+        after = None if after is None else _check_id(after)
+        before = None if before is None else _check_id(before)
+        if type(limit) is not int or not 1 <= limit <= LIST_LIMIT_MAX:
+            raise InvalidArgumentError(
+                f"limit must be an int in [1, {LIST_LIMIT_MAX}], got {describe(limit)}"
+            )
+        rows = await engine.list_dead(after, before, limit)
+        return [Job(row) for row in (rows if before is None else reversed(rows))]
+
     async def outcomes(self, queue: str, limit: int = 20) -> list[JobOutcome]:
         """The latest finished jobs of ``queue``, newest first: kept results (``success``)
         and dead jobs (``dead``, with their last error), at most ``limit``."""
@@ -204,12 +222,15 @@ class Admin:
         return [QueueStats(*row) for row in await engine.stats()]
 
     async def cancel(self, job_id: int) -> bool:
-        """Delete the live job with this id in any queue; ``False`` if none is live."""
+        """Delete the live job with this id in any queue; ``False`` if none is live.
+
+        The same cancel as :meth:`Queue.cancel <alkstore.Queue.cancel>`, announced on
+        the job's queue channel: a worker running it stops its handler (``cancelled``)."""
         engine = engine_of(self._store)
         row = await engine.find_job(_check_id(job_id))
         if row is None or row[3] == "dead":
             return False
-        return await engine.cancel(row[1], job_id)
+        return await self._store.queue(row[1]).cancel(job_id)
 
     async def requeue_many(self, job_ids: Iterable[int]) -> int:
         """:meth:`requeue` each dead job listed; count those requeued."""

@@ -236,6 +236,10 @@ class Engine(Protocol):
     async def find_job(self, job_id: int) -> Row | None:
         """The live or dead row with this id, in any queue."""
 
+    async def list_dead(self, after: int | None, before: int | None, limit: int) -> list[Row]:
+        """Dead rows of every queue: ``limit`` with id > ``after`` in id order, or
+        (``before`` given) ``limit`` with id < ``before``, nearest first."""
+
     async def list_outcomes(self, queue: str, limit: int) -> list[Row]:
         """The latest finished jobs of ``queue`` (kept results and dead rows), newest first,
         as ``OUTCOME_FIELDS`` rows, at most ``limit``."""

@@ -483,6 +483,12 @@ class Admin:
         """Jobs of ``queue`` (live and dead, or one ``state``) in id order, at most ``limit``."""
         return self._runner.run(self._async.list_jobs(queue, state, limit))
 
+    def list_dead(
+        self, *, after: int | None = None, before: int | None = None, limit: int = 100
+    ) -> list[Job]:
+        """Dead jobs of every queue in id order, a keyset page (``after`` / ``before`` an id)."""
+        return self._runner.run(self._async.list_dead(after=after, before=before, limit=limit))
+
     def find_job(self, job_id: int) -> Job | None:
         """The job with this id in any queue, live or dead."""
         return self._runner.run(self._async.find_job(job_id))

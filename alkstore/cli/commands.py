@@ -642,7 +642,7 @@ def jobs_outcomes(
 @_store_options
 @click.pass_context
 def jobs_cancel(ctx: click.Context, job_id: str, url: str | None, schema: str | None) -> None:
-    """Delete live job ID (pending or processing; a running handler is not interrupted)."""
+    """Delete live job ID (pending or processing; a running handler is stopped)."""
     ident = _job_id(job_id)
 
     async def go() -> str:
@@ -847,7 +847,8 @@ def workers(
     default=None,
     envvar="ALKSTORE_DASHBOARD_TOKEN",
     help="Enables actions (requeue, cancel) for who logs in with it "
-    "[ALKSTORE_DASHBOARD_TOKEN]; without it the dashboard is read-only.",
+    "[ALKSTORE_DASHBOARD_TOKEN]; without it the dashboard is read-only. "
+    "Required beyond loopback, where every page needs it.",
 )
 @_store_options
 @click.pass_context
@@ -862,16 +863,20 @@ def dashboard(
     """Serve the web dashboard (queues, jobs, dead letters, workers, /metrics)."""
     import uvicorn
 
-    from alkstore.dashboard import create_app
+    from alkstore.dashboard import bind_plan, create_app
 
     url, schema_name = _target(ctx, url, schema)
     if token is not None and len(token) < 8:
         raise BadInput("--token must be at least 8 characters")
-    loopback = host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
-    # bound to loopback: refuse other Host names (a DNS-rebinding page could read it)
-    hosts = ["127.0.0.1", "localhost", "::1", "[::1]", host] if loopback else None
-    app = create_app(url, schema=schema_name, token=token, allowed_hosts=hosts)
+    try:  # loopback: only loopback Host names; beyond: a token, and every page needs it
+        hosts, private = bind_plan(host, token)
+    except InvalidArgumentError as e:
+        raise BadInput(str(e)) from None
+    app = create_app(
+        url, schema=schema_name, token=token, allowed_hosts=hosts, login_to_read=private
+    )
     mode = "actions enabled with the token" if token else "read-only (no --token)"
+    mode = "every page needs the token" if private else mode
     click.echo(f"alkstore dashboard on http://{host}:{port}/ ({mode})", err=True)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     try:

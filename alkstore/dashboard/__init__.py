@@ -5,5 +5,6 @@
 """
 
 from alkstore.dashboard.app import AuthHook, create_app
+from alkstore.dashboard.site import bind_plan, is_loopback
 
-__all__ = ["AuthHook", "create_app"]
+__all__ = ["AuthHook", "bind_plan", "create_app", "is_loopback"]

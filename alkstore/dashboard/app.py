@@ -1,63 +1,64 @@
-"""The dashboard's ASGI app (Starlette): routes, access control, CSRF.
+"""The dashboard's ASGI app (Starlette): its routes.
 
 Safe by default:
 
-- reads are open to whoever reaches the server (``alkstore dashboard`` binds
-  to 127.0.0.1); every action (requeue, cancel, bulk requeue) is a POST and is
-  refused (403) unless the visitor may act: with ``token=…`` a visitor logs in
-  at ``/login`` (an HttpOnly, SameSite=Strict session cookie) or sends
+- every action (requeue, cancel, bulk requeue) is a POST and is refused (403)
+  unless the visitor may act: with ``token=…`` a visitor logs in at ``/login``
+  (an HttpOnly, SameSite=Strict session cookie) or sends
   ``Authorization: Bearer <token>``; with ``auth=…`` (when mounted in your own
   app) your hook decides per request; with neither, the dashboard is read-only;
+- reads are open to whoever reaches the server unless ``login_to_read`` is set
+  (``alkstore dashboard`` binds to 127.0.0.1, and sets it, with a token
+  required, whenever it is bound beyond loopback): then every page but the
+  login and the static assets answers 401 with the login form;
 - every form POST carries a CSRF token that must equal the visitor's
   ``alkstore_csrf`` cookie (double submit), and a cross-origin ``Origin`` is
   refused;
 - pages are sent with a strict Content-Security-Policy (scripts and styles
-  only from the dashboard itself) and every stored value is HTML-escaped.
+  only from the dashboard itself) and every stored value is HTML-escaped;
+  large payloads, results and errors are cut to a preview on the pages, the
+  whole fetched apart (``/api/jobs/{id}/payload|result|error``).
 
 It talks to the store only through the public API (``Store`` and ``Admin``).
+The access rules and the store live in :mod:`alkstore.dashboard.site`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import hmac
-import inspect
-import secrets
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from alkstore.admin import GONE_AFTER_S, JOB_STATES, Admin
 from alkstore.cli.render import flow_json
-from alkstore.connect import connect
 from alkstore.core.job import Job
-from alkstore.dashboard.pages import ICON, LIVE_JS, STYLE, Page, now_utc
+from alkstore.dashboard.assets import ICON, LIVE_JS, STYLE
+from alkstore.dashboard.pages import now_utc
+from alkstore.dashboard.site import (
+    LIST_LIMIT,
+    SESSION_COOKIE,
+    AuthHook,
+    Dashboard,
+    Refused,
+    parse_id,
+    redirect,
+)
 from alkstore.errors import AlkstoreError, InvalidArgumentError, InvalidNameError
-from alkstore.metrics import CONTENT_TYPE, Metrics
+from alkstore.metrics import CONTENT_TYPE
 from alkstore.store import Store
 from alkstore.tasks import BadCall, decode_call
 
 __all__ = ["AuthHook", "Dashboard", "create_app"]
-
-AuthHook = Callable[[Request], bool | Awaitable[bool]]
-
-CSRF_COOKIE = "alkstore_csrf"
-SESSION_COOKIE = "alkstore_session"
-LIST_LIMIT = 200
-BODY_MAX = 256 * 1024
-_CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-)
 
 
 def _task_of(job: Job) -> str | None:
@@ -65,180 +66,6 @@ def _task_of(job: Job) -> str | None:
         return decode_call(job.payload)[0]
     except BadCall:
         return None
-
-
-class Refused(Exception):
-    """An action that this request may not perform (403)."""
-
-
-class Dashboard:
-    """The state behind one dashboard app: its store, access rules and metrics."""
-
-    def __init__(
-        self,
-        store: Store | str | None,
-        *,
-        schema: str,
-        token: str | None,
-        auth: AuthHook | None,
-        refresh_s: float,
-        gone_after_s: float,
-        options: dict[str, Any],
-    ) -> None:
-        if token is not None and (type(token) is not str or not token):
-            raise InvalidArgumentError("token must be a non-empty str or None")
-        if auth is not None and not callable(auth):
-            raise InvalidArgumentError(f"auth must be a callable, got {auth!r}")
-        if type(refresh_s) not in (int, float) or refresh_s < 0:
-            raise InvalidArgumentError(f"refresh_s must be a number >= 0, got {refresh_s!r}")
-        self._given = store if isinstance(store, Store) else None
-        self._url = None if isinstance(store, Store) else store
-        self._schema = schema
-        self._options = options
-        self._store: Store | None = self._given
-        self._opening = asyncio.Lock()
-        self.token = token
-        self.auth = auth
-        self.refresh_ms = int(refresh_s * 1000)
-        self.gone_after_s = gone_after_s
-        self.metrics = Metrics()
-        self._session = (
-            None
-            if token is None
-            else hmac.new(token.encode(), b"alkstore-dashboard-session", hashlib.sha256).hexdigest()
-        )
-
-    # -- the store ------------------------------------------------------------------
-    async def store(self) -> Store:
-        """The store, opened on first use when the app was given a URL."""
-        if self._store is not None and not self._store.closed:
-            return self._store
-        async with self._opening:
-            if self._store is None or self._store.closed:
-                self._store = await connect(self._url, schema=self._schema, **self._options)
-            return self._store
-
-    async def close(self) -> None:
-        """Close the store if the dashboard opened it (a given store stays open)."""
-        if self._store is not None and self._store is not self._given:
-            await self._store.close()
-            self._store = None
-
-    # -- access -----------------------------------------------------------------------
-    def _bearer_ok(self, request: Request) -> bool:
-        header = request.headers.get("authorization", "")
-        scheme, _, value = header.partition(" ")
-        return (
-            self.token is not None
-            and scheme.lower() == "bearer"
-            and hmac.compare_digest(value.strip().encode(), self.token.encode())
-        )
-
-    async def may_act(self, request: Request) -> bool:
-        """Whether this request may change anything."""
-        if self.auth is not None:
-            verdict = self.auth(request)
-            if inspect.isawaitable(verdict):
-                verdict = await verdict
-            return verdict is True
-        if self._session is None:
-            return False
-        if self._bearer_ok(request):
-            return True
-        cookie = request.cookies.get(SESSION_COOKIE, "")
-        return hmac.compare_digest(cookie.encode(), self._session.encode())
-
-    @staticmethod
-    def base(request: Request) -> str:
-        return str(request.scope.get("root_path", "")).rstrip("/")
-
-    async def page(self, request: Request, message: str | None = None) -> Page:
-        csrf = request.cookies.get(CSRF_COOKIE) or ""
-        if len(csrf) < 32:
-            csrf = secrets.token_urlsafe(32)
-        return Page(
-            base=self.base(request),
-            can_act=await self.may_act(request),
-            csrf=csrf,
-            login_enabled=self.auth is None and self.token is not None,
-            refresh_ms=self.refresh_ms,
-            message=message if message is None else message[:200],
-        )
-
-    def html(self, page: Page, title: str, body: str, current: str, status: int = 200) -> Response:
-        response = HTMLResponse(page.layout(title, body, current), status_code=status)
-        self._harden(response)
-        response.set_cookie(
-            CSRF_COOKIE, page.csrf, httponly=True, samesite="strict", path=page.base or "/"
-        )
-        return response
-
-    @staticmethod
-    def _harden(response: Response) -> None:
-        response.headers["Content-Security-Policy"] = _CSP
-        response.headers["X-Content-Type-Options"] = "nosniff"
-        response.headers["Referrer-Policy"] = "same-origin"
-        response.headers["Cache-Control"] = "no-store"
-
-    async def form(self, request: Request, *, need_act: bool = True) -> dict[str, list[str]]:
-        """The POSTed form after the access, origin and CSRF checks (``Refused`` if one fails)."""
-        origin = request.headers.get("origin")
-        if origin is not None and urlsplit(origin).netloc != request.headers.get("host", ""):
-            raise Refused(f"cross-origin request from {origin} refused")
-        if need_act and not await self.may_act(request):
-            raise Refused(
-                "this dashboard is read-only for you: "
-                + (
-                    "log in with the token to act"
-                    if self.token
-                    else "it was started without a token"
-                )
-            )
-        body = await request.body()
-        if len(body) > BODY_MAX:
-            raise Refused("request body too large")
-        try:
-            fields = parse_qs(body.decode("utf-8"), keep_blank_values=True, max_num_fields=20_000)
-        except (UnicodeDecodeError, ValueError):
-            raise Refused("unreadable form") from None
-        if not self._bearer_ok(request):
-            sent = (fields.get("csrf") or [""])[0]
-            cookie = request.cookies.get(CSRF_COOKIE, "")
-            if not cookie or not hmac.compare_digest(sent.encode(), cookie.encode()):
-                raise Refused("missing or wrong CSRF token: reload the page and try again")
-        return fields
-
-    def back(self, request: Request, fields: dict[str, list[str]]) -> str:
-        """The form's ``next`` if it is a path of this dashboard, else the overview."""
-        base = self.base(request)
-        target = (fields.get("next") or [""])[0]
-        if (
-            target.startswith((base or "") + "/")
-            and not target.startswith("//")
-            and "\\" not in target
-            and urlsplit(target).netloc == ""
-        ):
-            return target
-        return base + "/"
-
-    async def refused(self, request: Request, reason: str) -> Response:
-        page = await self.page(request)
-        return self.html(page, "Refused", page.refused(reason), "", status=403)
-
-
-def _redirect(target: str, message: str) -> RedirectResponse:
-    sep = "&" if "?" in target else "?"
-    from urllib.parse import quote
-
-    return RedirectResponse(f"{target}{sep}msg={quote(message)}", status_code=303)
-
-
-def _int(text: str) -> int | None:
-    text = text.strip()
-    if not text.isdigit() or len(text) > 19:
-        return None
-    value = int(text)
-    return value if 1 <= value <= 2**63 - 1 else None
 
 
 def create_app(
@@ -250,6 +77,7 @@ def create_app(
     refresh_s: float = 2.0,
     allowed_hosts: Sequence[str] | None = None,
     gone_after_s: float = GONE_AFTER_S,
+    login_to_read: bool = False,
     **options: Any,
 ) -> Starlette:
     """The dashboard as an ASGI app: serve it with uvicorn or mount it in yours.
@@ -263,6 +91,8 @@ def create_app(
     a worker unseen for ``gone_after_s`` is shown as gone.
     ``allowed_hosts`` limits the ``Host`` header (against DNS rebinding of a
     loopback dashboard; ``alkstore dashboard`` sets it when bound to loopback).
+    ``login_to_read`` makes every page (not only the actions) need the token or
+    the ``auth`` hook's yes (``alkstore dashboard`` sets it beyond loopback).
 
     >>> from starlette.routing import Mount
     >>> app = Starlette(routes=[Mount("/jobs-admin", create_app(store, auth=is_staff))])
@@ -274,6 +104,7 @@ def create_app(
         auth=auth,
         refresh_s=refresh_s,
         gone_after_s=gone_after_s,
+        login_to_read=login_to_read,
         options=options,
     )
 
@@ -315,20 +146,45 @@ def create_app(
         return dash.html(page, f"Queue {queue}", body, "overview")
 
     async def dead_page(request: Request) -> Response:
-        admin = (await dash.store()).admin()
-        stats = await admin.stats()
-        jobs: list[Job] = []
-        for s in stats:
-            if s.dead and len(jobs) < LIST_LIMIT:
-                jobs += await admin.list_jobs(s.queue, "dead", LIST_LIMIT - len(jobs))
-        total = sum(s.dead for s in stats)
+        """Dead jobs of every queue, a keyset page by id (``?after=`` / ``?before=``)."""
         page = await dash.page(request, request.query_params.get("msg"))
-        back = page.url("/dead")
-        return dash.html(page, "Dead letters", page.dead_page(jobs, total, now_utc(), back), "dead")
+        query = {k: request.query_params.get(k, "") for k in ("after", "before", "limit")}
+        after, before = (parse_id(query[k]) if query[k] else None for k in ("after", "before"))
+        limit = parse_id(query["limit"]) if query["limit"] else LIST_LIMIT
+        if (
+            (query["after"] and after is None)
+            or (query["before"] and before is None)
+            or limit is None
+            or limit > LIST_LIMIT
+            or (after is not None and before is not None)
+        ):
+            body = page.refused(
+                "invalid page: give after or before (a job id) and limit (1 to "
+                f"{LIST_LIMIT}), got {request.url.query!r}"
+            )
+            return dash.html(page, "Dead letters", body, "dead", status=400)
+        admin = (await dash.store()).admin()
+        rows = await admin.list_dead(after=after, before=before, limit=limit + 1)
+        jobs = rows[-limit:] if before is not None else rows[:limit]
+        if jobs:  # is there a page before and after this one? one id each way
+            earlier = await admin.list_dead(before=jobs[0].id, limit=1)
+            later = await admin.list_dead(after=jobs[-1].id, limit=1)
+        else:
+            earlier = later = []
+        total = sum(s.dead for s in await admin.stats())
+        sized = {"limit": limit} if limit != LIST_LIMIT else {}
+        pages = (
+            page.url("/dead", before=jobs[0].id, **sized) if earlier else None,
+            page.url("/dead", after=jobs[-1].id, **sized) if later else None,
+            page.url("/dead", **sized) if not jobs and (after or before) else None,
+        )
+        back = page.url("/dead", after=after, before=before, **sized)
+        body = page.dead_page(jobs, total, now_utc(), back, pages)
+        return dash.html(page, "Dead letters", body, "dead")
 
     async def job_lookup(request: Request) -> Response:
         text = request.query_params.get("id", "")
-        job_id = _int(text)
+        job_id = parse_id(text)
         page = await dash.page(request)
         if job_id is None:
             body = page.refused(f"invalid job id {text!r}: expected a positive integer")
@@ -337,7 +193,7 @@ def create_app(
 
     async def job_page(request: Request) -> Response:
         page = await dash.page(request, request.query_params.get("msg"))
-        job_id = _int(request.path_params["job_id"])
+        job_id = parse_id(request.path_params["job_id"])
         admin = (await dash.store()).admin()
         job = None if job_id is None else await admin.find_job(job_id)
         if job is None:
@@ -363,11 +219,11 @@ def create_app(
             fields = await dash.form(request)
         except Refused as e:
             return await dash.refused(request, str(e))
-        job_id = _int(request.path_params["job_id"])
+        job_id = parse_id(request.path_params["job_id"])
         admin = (await dash.store()).admin()
         ok = job_id is not None and await op(admin, job_id)
         message = f"{done} job {job_id}" if ok else f"job {job_id} {refused}"
-        return _redirect(dash.back(request, fields), message)
+        return redirect(dash.back(request, fields), message)
 
     async def act_requeue(request: Request) -> Response:
         return await act_on_job(request, Admin.requeue, "requeued", "is not dead: not requeued")
@@ -382,12 +238,12 @@ def create_app(
             return await dash.refused(request, str(e))
         admin = (await dash.store()).admin()
         if (fields.get("all") or [""])[0] == "1":
-            ids = [_int(x) for x in fields.get("shown", [])]
+            ids = [parse_id(x) for x in fields.get("shown", [])]
         else:
-            ids = [_int(x) for x in fields.get("id", [])]
+            ids = [parse_id(x) for x in fields.get("id", [])]
         valid = [i for i in ids if i is not None]
         done = await admin.requeue_many(valid) if valid else 0
-        return _redirect(dash.back(request, fields), f"requeued {done} of {len(valid)} job(s)")
+        return redirect(dash.back(request, fields), f"requeued {done} of {len(valid)} job(s)")
 
     async def login(request: Request) -> Response:
         page = await dash.page(request)
@@ -425,6 +281,33 @@ def create_app(
         response.delete_cookie(SESSION_COOKIE, path=page.base or "/")
         return response
 
+    async def raw(request: Request) -> Response:
+        """The whole payload, result or error of a job (the pages show a preview)."""
+        job_id = parse_id(request.path_params["job_id"])
+        part = request.path_params["part"]
+        admin = (await dash.store()).admin()
+        body: bytes | str | None = None
+        if job_id is not None and part in ("payload", "error"):
+            job = await admin.find_job(job_id)
+            if job is not None and part == "payload":
+                body = job.payload
+            elif job is not None and job.last_error is not None:
+                body = json.dumps(job.last_error, ensure_ascii=False)
+        elif job_id is not None and part == "result":
+            outcome = await admin.outcome(job_id)
+            body = None if outcome is None else outcome.value_json
+        if body is None:
+            return JSONResponse({"error": f"job {job_id} has no {part}"}, status_code=404)
+        media = "application/json"
+        if isinstance(body, bytes):  # a payload: as stored; JSON when it is JSON
+            try:
+                json.loads(body)
+            except (ValueError, UnicodeDecodeError):
+                media = "application/octet-stream"
+        response = Response(body, media_type=media)
+        dash.harden(response)
+        return response
+
     async def metrics(request: Request) -> Response:
         admin = (await dash.store()).admin()
         dash.metrics.set_queue_stats(await admin.stats())
@@ -447,20 +330,30 @@ def create_app(
         finally:
             await dash.close()
 
+    def gated(endpoint: Callable[[Request], Awaitable[Response]]) -> Any:
+        """A read: answered only when this visitor may read (see ``login_to_read``)."""
+
+        async def read(request: Request) -> Response:
+            wall = await dash.login_wall(request)
+            return wall if wall is not None else await endpoint(request)
+
+        return read
+
     routes = [
-        Route("/", overview),
-        Route("/api/overview", overview_json),
-        Route("/queues/{queue}", queue_page),
-        Route("/dead", dead_page),
-        Route("/jobs", job_lookup),
-        Route("/jobs/{job_id}", job_page),
-        Route("/workers", workers_page),
+        Route("/", gated(overview)),
+        Route("/api/overview", gated(overview_json)),
+        Route("/api/jobs/{job_id}/{part:str}", gated(raw)),
+        Route("/queues/{queue}", gated(queue_page)),
+        Route("/dead", gated(dead_page)),
+        Route("/jobs", gated(job_lookup)),
+        Route("/jobs/{job_id}", gated(job_page)),
+        Route("/workers", gated(workers_page)),
         Route("/jobs/{job_id}/requeue", act_requeue, methods=["POST"]),
         Route("/jobs/{job_id}/cancel", act_cancel, methods=["POST"]),
         Route("/requeue", act_bulk_requeue, methods=["POST"]),
         Route("/login", login, methods=["GET", "POST"]),
         Route("/logout", logout, methods=["POST"]),
-        Route("/metrics", metrics),
+        Route("/metrics", gated(metrics)),
         Route("/assets/style.css", asset(STYLE, "text/css")),
         Route("/assets/live.js", asset(LIVE_JS, "text/javascript")),
         Route("/assets/icon.svg", asset(ICON, "image/svg+xml")),

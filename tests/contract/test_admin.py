@@ -142,3 +142,39 @@ async def test_find_job_looks_in_every_queue(store: alkstore.Store, qname: str) 
     assert await store.admin().find_job(job_id + 10_000) is None
     with pytest.raises(InvalidArgumentError):
         await store.admin().find_job(0)
+
+
+async def test_list_dead_pages_every_queues_dead_jobs_by_id(store: alkstore.Store) -> None:
+    """Keyset pages: each page starts after the last id of the one before (or ends
+    before the first id of the one after), across queues, never skipping or repeating."""
+    dead = []
+    for i in range(7):
+        q = store.queue(f"dl{i % 3}")
+        job_id = await q.enqueue(b"x")
+        handle = await q.claim_one("w")
+        assert handle is not None and await handle.fail("boom")
+        dead.append(job_id)
+        await store.queue("dl-live").enqueue(b"live")  # live jobs are never listed
+    admin = store.admin()
+    first = await admin.list_dead(limit=3)
+    assert [j.id for j in first] == dead[:3] and {j.state for j in first} == {"dead"}
+    second = await admin.list_dead(after=first[-1].id, limit=3)
+    assert [j.id for j in second] == dead[3:6]
+    last = await admin.list_dead(after=second[-1].id, limit=3)
+    assert [j.id for j in last] == dead[6:]
+    assert await admin.list_dead(after=last[-1].id, limit=3) == []
+    back = await admin.list_dead(before=last[0].id, limit=3)
+    assert [j.id for j in back] == dead[3:6]  # the page before, in id order
+    assert [j.id for j in await admin.list_dead(before=dead[1], limit=3)] == dead[:1]
+    assert [j.queue for j in first] == ["dl0", "dl1", "dl2"]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"after": 1, "before": 2}, {"after": 0}, {"before": "3"}, {"limit": 0}, {"limit": True}],
+)
+async def test_list_dead_refuses_bad_arguments(
+    store: alkstore.Store, kwargs: dict[str, object]
+) -> None:
+    with pytest.raises(alkstore.InvalidArgumentError):
+        await store.admin().list_dead(**kwargs)  # type: ignore[arg-type]

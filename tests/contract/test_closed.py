@@ -85,6 +85,7 @@ async def test_handles_are_not_consumed_by_a_refusal_of_the_closed_store(
 # Every admin operation, called on an Admin made while its store was open.
 ADMIN_OPS: dict[str, Callable[[Admin, str], Awaitable[object]]] = {
     "list_jobs": lambda a, q: a.list_jobs(q),
+    "list_dead": lambda a, q: a.list_dead(),
     "outcomes": lambda a, q: a.outcomes(q),
     "outcome": lambda a, q: a.outcome(1),
     "schedule_marks": lambda a, q: a.schedule_marks(["s"]),

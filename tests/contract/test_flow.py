@@ -224,12 +224,17 @@ async def _announcement(sub: AsyncIterator[alkstore.Notification]) -> alkstore.N
     raise AssertionError("the subscription ended without an announcement")
 
 
-async def test_cancel_is_announced_on_the_queue_channel(store: alkstore.Store, qname: str) -> None:
+@pytest.mark.parametrize("way", ["queue", "admin"])
+async def test_cancel_is_announced_on_the_queue_channel(
+    store: alkstore.Store, qname: str, way: str
+) -> None:
+    """Every way to cancel (``queue.cancel``, and ``admin.cancel`` behind the CLI and
+    the dashboard) announces it, so a worker running the job stops its handler."""
     q = store.queue(qname)
     job_id = await q.enqueue("x")
     assert await q.claim_one("w") is not None
     async with store.listen(qname) as sub:
-        assert await q.cancel(job_id)
+        assert await (q.cancel(job_id) if way == "queue" else store.admin().cancel(job_id))
         note = await asyncio.wait_for(_announcement(sub), 30)
     assert note == alkstore.Notification(qname, f"cancel:{job_id}")
 

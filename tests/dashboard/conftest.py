@@ -13,6 +13,9 @@ import socket
 import sys
 import threading
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -122,7 +125,11 @@ async def page(browser: Any) -> AsyncIterator[Any]:
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on(
         "console",
-        lambda m: errors.append(m.text) if m.type == "error" and "403" not in m.text else None,
+        lambda m: (
+            errors.append(m.text)
+            if m.type == "error" and "403" not in m.text and "401" not in m.text
+            else None
+        ),
     )
     yield page
     await context.close()
@@ -150,3 +157,32 @@ async def eventually(check: Callable[[], Any], what: str, timeout: float = 20.0)
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.05)
+
+
+def http_get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str, Any]:
+    """GET ``url``: (status, body, headers), also for an error status."""
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as r:
+            return r.status, r.read().decode(), r.headers
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(), e.headers
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def http_post(
+    url: str, fields: dict[str, str], headers: dict[str, str] | None = None
+) -> tuple[int, str]:
+    """POST a form without following a redirect: (status, body)."""
+    data = urllib.parse.urlencode(fields).encode()
+    request = urllib.request.Request(url, data=data, headers=headers or {}, method="POST")
+    opener = urllib.request.build_opener(NoRedirect)
+    try:
+        with opener.open(request, timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()

@@ -176,3 +176,24 @@ async def test_queue_job_and_workers_pages_escape_what_they_show(
     fresh = page.locator("#workers tbody tr", has_text="host-a:101:abc")
     assert "alive" in await fresh.inner_text() and "3/8" in await fresh.inner_text()
     await shot(page, "workers")
+
+
+async def test_a_dashboard_that_needs_a_login_to_read_shows_the_login_form_first(
+    store: alkstore.Store, serve: Serve, page: Any, shot: Any
+) -> None:
+    job_id = await store.queue("emails").enqueue(CALL)
+    served = serve(token=TOKEN, login_to_read=True)
+    response = await page.goto(f"{served.url}/jobs/{job_id}")
+    assert response is not None and response.status == 401
+    assert await page.locator("#payload").count() == 0
+    assert "a@example.com" not in await page.content()
+    await shot(page, "login-to-read")
+    await page.fill("input[name=token]", TOKEN)
+    await page.click("form.login button")
+    await page.wait_for_url(f"{served.url}/")
+    assert await page.locator("#queues tbody tr", has_text="emails").count() == 1
+    await page.goto(f"{served.url}/jobs/{job_id}")
+    assert "a@example.com" in await page.locator("#payload").inner_text()
+    await page.click("button:has-text('Log out')")
+    await page.wait_for_url(f"{served.url}/")
+    assert await page.locator("input[name=token]").count() == 1  # locked again

@@ -8,8 +8,6 @@ import subprocess
 import sys
 import time
 import urllib.error
-import urllib.parse
-import urllib.request
 from typing import Any
 
 import pytest
@@ -17,33 +15,8 @@ from starlette.requests import Request
 
 import alkstore
 from tests.dashboard.conftest import ROOT, TOKEN, Serve, free_port
-
-
-def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str, Any]:
-    request = urllib.request.Request(url, headers=headers or {})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as r:
-            return r.status, r.read().decode(), r.headers
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode(), e.headers
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
-def _post(
-    url: str, fields: dict[str, str], headers: dict[str, str] | None = None
-) -> tuple[int, str]:
-    data = urllib.parse.urlencode(fields).encode()
-    request = urllib.request.Request(url, data=data, headers=headers or {}, method="POST")
-    opener = urllib.request.build_opener(_NoRedirect)
-    try:
-        with opener.open(request, timeout=10) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
+from tests.dashboard.conftest import http_get as _get
+from tests.dashboard.conftest import http_post as _post
 
 
 async def _dead(store: alkstore.Store, queue: str = "q") -> int:

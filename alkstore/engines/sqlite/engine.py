@@ -485,6 +485,11 @@ class SqliteEngine(SqliteConnection):
     def _fetch_all(conn: sqlite3.Connection, name: str, params: dict[str, Any]) -> list[Row]:
         return conn.execute(Q[name], params).fetchall()
 
+    async def list_dead(self, after: int | None, before: int | None, limit: int) -> list[Row]:
+        name = "admin_dead_after" if before is None else "admin_dead_before"
+        params = {"after": after or 0, "before": before, "limit": limit}
+        return await self._call(self._read, self._fetch_all, name, params)
+
     async def find_job(self, job_id: int) -> Row | None:
         return await self._call(self._read, self._fetch_one, "admin_find_job", {"id": job_id})
 

@@ -531,6 +531,23 @@ SELECT * FROM (
 ) AS rows
 ORDER BY id LIMIT %(limit)s;
 
+-- name: admin_dead_after
+-- Dead rows of every queue with id > %(after)s, in id order: a keyset page on the
+-- primary key (the dashboard's /dead), never an OFFSET.
+SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
+       visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+       last_error, died_at, dedupe_key
+FROM {schema}.alk_dead
+WHERE id > %(after)s ORDER BY id LIMIT %(limit)s;
+
+-- name: admin_dead_before
+-- The page before %(before)s: dead rows with id < %(before)s, nearest first.
+SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
+       visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+       last_error, died_at, dedupe_key
+FROM {schema}.alk_dead
+WHERE id < %(before)s ORDER BY id DESC LIMIT %(limit)s;
+
 -- name: admin_find_job
 -- One row by id in any queue, live or dead (ids are unique across both tables).
 SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,

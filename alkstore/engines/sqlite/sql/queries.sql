@@ -326,6 +326,23 @@ SELECT * FROM (
 )
 ORDER BY id LIMIT :limit;
 
+-- name: admin_dead_after
+-- Dead rows of every queue with id > :after, in id order: a keyset page on the
+-- primary key (the dashboard's /dead), never an OFFSET.
+SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
+       visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+       last_error, died_at, dedupe_key
+FROM alk_dead
+WHERE id > :after ORDER BY id LIMIT :limit;
+
+-- name: admin_dead_before
+-- The page before :before: dead rows with id < :before, nearest first.
+SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
+       visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+       last_error, died_at, dedupe_key
+FROM alk_dead
+WHERE id < :before ORDER BY id DESC LIMIT :limit;
+
 -- name: admin_find_job
 -- One row by id in any queue, live or dead (ids are unique across both tables).
 SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
