@@ -1,11 +1,11 @@
 """The PostgreSQL engine's connections: the pool, the side connections, the errors.
 
-:class:`PgConnections` is what the storage operations of ``engine.py`` stand
+:class:`PostgresConnections` is what the storage operations of ``engine.py`` stand
 on: ``_fetchall`` / ``_fetchone`` / ``_rowcount`` run one named statement on a
 pool connection in autocommit (one round trip, one transaction); ``connect``
 opens the listener's, the waker's and the migrations' own connections; and
 every driver error becomes :class:`EngineError` in one place,
-:meth:`PgConnections.failure`. It is the ``protocols.TransactionHost`` a
+:meth:`PostgresConnections.failure`. It is the ``protocols.TransactionHost`` a
 ``store.transaction()`` (``transaction.py``) stands on. All SQL is formatted once, at construction,
 with the schema as a quoted identifier.
 """
@@ -33,7 +33,7 @@ from alkstore.engines.postgres.settings import PgSettings, parse_settings
 from alkstore.engines.postgres.waker import Waker
 from alkstore.errors import EngineError, StoreClosedError
 
-__all__ = ["Conn", "PgConnections", "privilege_hint"]
+__all__ = ["Conn", "PostgresConnections", "privilege_hint"]
 
 log = logging.getLogger("alkstore.postgres")
 
@@ -50,7 +50,7 @@ def privilege_hint(error: psycopg.Error) -> str:
     )
 
 
-class PgConnections:
+class PostgresConnections:
     """The pool and connections of one store's schema (what ``PostgresEngine`` stands on)."""
 
     def __init__(self, settings: PgSettings, schema: str) -> None:

@@ -20,7 +20,7 @@ from alkstore.core.dedupe import Enqueued, keyed_enqueue
 from alkstore.core.options import Stamps
 from alkstore.core.steps import Rows, run_steps_sync
 from alkstore.engines.postgres.borrowed import async_connection, sync_connection
-from alkstore.engines.postgres.connections import PgConnections
+from alkstore.engines.postgres.connections import PostgresConnections
 from alkstore.engines.postgres.inserts import (
     insert_keyed,
     insert_params,
@@ -32,7 +32,7 @@ from alkstore.errors import EngineError
 __all__ = ["PostgresOutbox"]
 
 
-class PostgresOutbox(PgConnections):
+class PostgresOutbox(PostgresConnections):
     """Enqueue inside a transaction the caller holds on their own connection."""
 
     async def enqueue_on(

@@ -2,7 +2,7 @@
 
 ``transaction.py`` is typed against :class:`TransactionHost`, never against the
 engine (which builds the transactions): the engine satisfies it through
-``PgConnections``, so the import graph runs one way.
+``PostgresConnections``, so the import graph runs one way.
 """
 
 from __future__ import annotations

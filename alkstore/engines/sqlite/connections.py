@@ -37,7 +37,7 @@ from typing import Any, Self, TypeVar
 
 from alkstore.core.job import Row
 from alkstore.core.options import check_positive, check_switch, describe
-from alkstore.engines.sqlite.listener import NoteListener, poke_local
+from alkstore.engines.sqlite.listener import Listener, poke_local
 from alkstore.engines.sqlite.migrator import QUERIES as Q
 from alkstore.engines.sqlite.migrator import SCHEMA_VERSION, installed_version, migrate
 from alkstore.engines.sqlite.protocols import TransactionToken
@@ -107,7 +107,7 @@ class SqliteConnections:
         self._executor: ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock: asyncio.Lock | None = None
-        self._listener: NoteListener | None = None
+        self._listener: Listener | None = None
         self._closed = False
         self._clock: Callable[[], float] = time.time
         # write units waiting for the engine thread (appended on the loop, taken there)

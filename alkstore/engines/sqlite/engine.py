@@ -30,7 +30,7 @@ from alkstore.core.tables import table as copied_table
 from alkstore.engine import NoteSink
 from alkstore.engines.sqlite.connections import SqliteConnections
 from alkstore.engines.sqlite.inserts import insert_jobs, insert_keyed
-from alkstore.engines.sqlite.listener import NoteListener, listen_locally
+from alkstore.engines.sqlite.listener import Listener, listen_locally
 from alkstore.engines.sqlite.migrator import QUERIES as Q
 from alkstore.engines.sqlite.transaction import SqliteTransaction
 from alkstore.errors import EngineError
@@ -210,7 +210,7 @@ class SqliteEngine(SqliteConnections):
     def _dead_letter_unit(self, conn: sqlite3.Connection, params: dict[str, Any]) -> bool:
         if not conn.execute(Q["dead_letter_copy"], params).rowcount:
             return False
-        conn.execute(Q["delete_by_id"], {"id": params["id"]})
+        conn.execute(Q["dead_letter_delete"], {"id": params["id"]})
         self._slots_freed(conn, {params["queue"]})
         return True
 
@@ -332,7 +332,7 @@ class SqliteEngine(SqliteConnections):
         cursor = await self._call(self._max_note)
         if self._listener is None:
             assert self._loop is not None
-            listener = NoteListener(
+            listener = Listener(
                 self._new_connection,
                 Q,
                 self._loop,

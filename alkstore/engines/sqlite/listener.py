@@ -41,7 +41,7 @@ from alkstore.engines.sqlite.filewatch import FileWatch
 
 log = logging.getLogger("alkstore.sqlite")
 
-__all__ = ["NoteListener", "listen_locally", "poke_local"]
+__all__ = ["Listener", "listen_locally", "poke_local"]
 
 Sink = Callable[[Sequence[tuple[str, str]]], None]
 
@@ -52,11 +52,11 @@ SLOW_POLL_S = 0.005  # past the window, a write heard and no commit seen since: 
 UNSEEN_MAX_S = 5.0  # ...for at most this long
 
 # Listeners of this process per database file: a local commit pokes them at once.
-_local_listeners: dict[str, weakref.WeakSet[NoteListener]] = {}
+_local_listeners: dict[str, weakref.WeakSet[Listener]] = {}
 _local_lock = threading.Lock()
 
 
-def listen_locally(path: str, listener: NoteListener) -> None:
+def listen_locally(path: str, listener: Listener) -> None:
     """Have commits of this process to ``path`` poke ``listener`` (held weakly)."""
     with _local_lock:
         _local_listeners.setdefault(path, weakref.WeakSet()).add(listener)
@@ -70,7 +70,7 @@ def poke_local(path: str) -> None:
         listener.poke()
 
 
-class NoteListener:
+class Listener:
     """One thread per listening store, delivering notes of its channels to a sink."""
 
     def __init__(
