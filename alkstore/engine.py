@@ -132,8 +132,9 @@ class Engine(Protocol):
         to ``n`` rows, in one atomic unit; in any order (the store sorts them).
 
         The unit reads the queue's settings row: a paused queue claims nothing; a
-        limited one counts and spends its limits race-free, deciding through
-        ``core.flow`` (``admit``, ``pick_partitions``, ``charge``). While a queue's
+        limited one counts and spends its limits race-free by running the steps of
+        ``core.limited_claim.limited_claim`` (which decides, through ``core.flow``,
+        in what order and how much), all inside that unit. While a queue's
         claims come back limited, an outcome that frees one of its slots (ack,
         retry, dead letter, release) also wakes its channel; a lapsed claim taken
         over is announced on it (``core.flow.RECLAIMED_NOTE``)."""

@@ -1,11 +1,12 @@
 """The PostgreSQL engine's connections: the pool, the side connections, the errors.
 
-:class:`PgConnections` is what the storage operations of ``engine.py`` stand
+:class:`PostgresConnections` is what the storage operations of ``engine.py`` stand
 on: ``_fetchall`` / ``_fetchone`` / ``_rowcount`` run one named statement on a
 pool connection in autocommit (one round trip, one transaction); ``connect``
 opens the listener's, the waker's and the migrations' own connections; and
 every driver error becomes :class:`EngineError` in one place,
-:meth:`PgConnections._failure`. All SQL is formatted once, at construction,
+:meth:`PostgresConnections.failure`. It is the ``protocols.TransactionHost`` a
+``store.transaction()`` (``transaction.py``) stands on. All SQL is formatted once, at construction,
 with the schema as a quoted identifier.
 """
 
@@ -32,7 +33,7 @@ from alkstore.engines.postgres.settings import PgSettings, parse_settings
 from alkstore.engines.postgres.waker import Waker
 from alkstore.errors import EngineError, StoreClosedError
 
-__all__ = ["Conn", "PgConnections", "privilege_hint"]
+__all__ = ["Conn", "PostgresConnections", "privilege_hint"]
 
 log = logging.getLogger("alkstore.postgres")
 
@@ -49,7 +50,7 @@ def privilege_hint(error: psycopg.Error) -> str:
     )
 
 
-class PgConnections:
+class PostgresConnections:
     """The pool and connections of one store's schema (what ``PostgresEngine`` stands on)."""
 
     def __init__(self, settings: PgSettings, schema: str) -> None:
@@ -77,11 +78,19 @@ class PgConnections:
         self._clock = clock
         self.q = {name: format_sql(t, self.schema, CLOCKED_NOW) for name, t in QUERIES.items()}
 
-    def _timed(self, params: dict[str, Any]) -> dict[str, Any]:
+    def timed(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` with the test clock's "now", if one is set."""
         clock = self._clock
         if clock is None:
             return params
         return {**params, "now": datetime.fromtimestamp(clock(), UTC)}
+
+    def send_wake(self, queue: str) -> None:
+        """Wake ``queue``'s consumers from the waker's connection (coalesced; best-effort;
+        call only after the enqueue committed)."""
+        waker = self._waker
+        if waker is not None and self.settings.wake != "off":
+            waker.wake(queue)
 
     # -- plumbing ---------------------------------------------------------------------
     async def connect(self, *, prepare: bool = True) -> Conn:
@@ -107,12 +116,13 @@ class PgConnections:
         # this only spares a conversion (it is not needed for correctness).
         await conn.execute("SET TIME ZONE 'UTC'")
 
-    def _check(self) -> AsyncConnectionPool[Conn]:
+    def check_open(self) -> AsyncConnectionPool[Conn]:
+        """The pool; :class:`StoreClosedError` once the store is closed."""
         if self._closed or self._pool is None:
             raise StoreClosedError(f"store on schema {self.schema!r} is closed")
         return self._pool
 
-    async def _failure(self, error: psycopg.Error, what: str) -> Exception:
+    async def failure(self, error: psycopg.Error, what: str) -> Exception:
         """The one translation point of driver errors.
 
         After a lost connection the pool's idle connections are checked before
@@ -143,31 +153,31 @@ class PgConnections:
                 log.debug("alkstore: pool check failed: %s", e)
 
     async def _fetchall(self, name: str, params: dict[str, Any]) -> list[TupleRow]:
-        pool = self._check()
+        pool = self.check_open()
         try:
             async with pool.connection() as conn:
-                cur = await conn.execute(self.q[name], self._timed(params), binary=True)
+                cur = await conn.execute(self.q[name], self.timed(params), binary=True)
                 return await cur.fetchall()
         except psycopg.Error as e:
-            raise await self._failure(e, name) from e
+            raise await self.failure(e, name) from e
 
     async def _fetchone(self, name: str, params: dict[str, Any]) -> TupleRow | None:
-        pool = self._check()
+        pool = self.check_open()
         try:
             async with pool.connection() as conn:
-                cur = await conn.execute(self.q[name], self._timed(params), binary=True)
+                cur = await conn.execute(self.q[name], self.timed(params), binary=True)
                 return await cur.fetchone()
         except psycopg.Error as e:
-            raise await self._failure(e, name) from e
+            raise await self.failure(e, name) from e
 
     async def _rowcount(self, name: str, params: dict[str, Any]) -> int:
-        pool = self._check()
+        pool = self.check_open()
         try:
             async with pool.connection() as conn:
-                cur = await conn.execute(self.q[name], self._timed(params))
+                cur = await conn.execute(self.q[name], self.timed(params))
                 return cur.rowcount
         except psycopg.Error as e:
-            raise await self._failure(e, name) from e
+            raise await self.failure(e, name) from e
 
     # -- lifecycle ----------------------------------------------------------------------
     async def open(self) -> None:

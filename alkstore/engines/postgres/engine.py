@@ -5,9 +5,11 @@ round trip and one transaction: the claim (with its pre-claim sweep), each
 fenced handle operation and every dead-letter move are single statements
 whose CTEs commit together (see ``sql/queries.sql``). The pool, the side
 connections and the translation of driver errors are ``connections.py``'s;
-``store.transaction()`` is ``transaction.py``'s. Wakes go out after commit
-from the waker's own connection (``waker.py``); LISTEN lives on the
-listener's own connection (``listener.py``).
+``store.transaction()`` is ``transaction.py``'s, the enqueue on the caller's
+own connection ``outbox.py``'s and the inserts ``inserts.py``'s. A limited
+queue's claim is ``core.limited_claim``'s flow, run here in one transaction.
+Wakes go out after commit from the waker's own connection (``waker.py``);
+LISTEN lives on the listener's own connection (``listener.py``).
 """
 
 from __future__ import annotations
@@ -17,34 +19,23 @@ from collections.abc import Sequence
 from typing import Any
 
 import psycopg
-from psycopg.rows import tuple_row
 
-from alkstore.core.dedupe import Enqueued, keyed_enqueue, run_flow_sync
-from alkstore.core.flow import (
-    CANDIDATE_WINDOW,
-    Claimed,
-    QueueSettings,
-    admit,
-    charge,
-    pick_partitions,
-)
+from alkstore.core.dedupe import Enqueued
+from alkstore.core.flow import Claimed
 from alkstore.core.job import Row
+from alkstore.core.limited_claim import limited_claim
 from alkstore.core.options import Stamps
 from alkstore.core.results import RESULTS_CHANNEL
+from alkstore.core.steps import Rows, run_steps
 from alkstore.core.tables import COPIED_TABLES
 from alkstore.core.tables import table as copied_table
 from alkstore.engine import NoteSink
-from alkstore.engines.postgres.borrowed import async_connection, sync_connection
-from alkstore.engines.postgres.connections import PgConnections, privilege_hint
+from alkstore.engines.postgres.connections import privilege_hint
 from alkstore.engines.postgres.copying import from_stored, to_stored
-from alkstore.engines.postgres.inserts import (
-    insert_keyed,
-    insert_params,
-    returned_ids,
-    step_params,
-)
+from alkstore.engines.postgres.inserts import insert_keyed, insert_params, returned_ids
 from alkstore.engines.postgres.listener import Listener
 from alkstore.engines.postgres.migrator import SCHEMA_VERSION, migrate_connection
+from alkstore.engines.postgres.outbox import PostgresOutbox
 from alkstore.engines.postgres.settings import PgSettings
 from alkstore.engines.postgres.transaction import PostgresTransaction
 from alkstore.errors import EngineError, InvalidArgumentError
@@ -54,7 +45,7 @@ __all__ = ["SCHEMA_VERSION", "PostgresEngine", "migrate"]
 log = logging.getLogger("alkstore.postgres")
 
 
-class PostgresEngine(PgConnections):
+class PostgresEngine(PostgresOutbox):
     """Storage in one PostgreSQL schema, shared by any number of processes and machines."""
 
     name = "postgres"
@@ -66,8 +57,8 @@ class PostgresEngine(PgConnections):
 
     # -- enqueue ------------------------------------------------------------------------
     async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
-        pool = self._check()
-        params = self._timed(insert_params(queue, payloads, stamps))
+        pool = self.check_open()
+        params = self.timed(insert_params(queue, payloads, stamps))
         mode = self.settings.wake
         try:
             async with pool.connection() as conn:
@@ -79,9 +70,9 @@ class PostgresEngine(PgConnections):
                     except psycopg.Error as e:
                         log.warning("alkstore: wake of %r not sent: %s", queue, e)
         except psycopg.Error as e:
-            raise await self._failure(e, "enqueue") from e
+            raise await self.failure(e, "enqueue") from e
         if mode == "coalesce":
-            self._wake(queue)
+            self.send_wake(queue)
         return ids
 
     async def enqueue_keyed(
@@ -92,107 +83,25 @@ class PostgresEngine(PgConnections):
         window_s: float | None,
         stamps: Stamps,
     ) -> list[Enqueued]:
-        pool = self._check()
+        pool = self.check_open()
         try:
             async with pool.connection() as conn:
                 if window_s is None:
                     # one autocommit statement per step: the insert alone decides (the
                     # unique index), and a holder gone before the lookup is retried
                     result = await insert_keyed(
-                        self.q, self._timed, conn, queue, payloads, keys, None, stamps
+                        self.q, self.timed, conn, queue, payloads, keys, None, stamps
                     )
                 else:  # the window steps commit together with the insert
                     async with conn.transaction():
                         result = await insert_keyed(
-                            self.q, self._timed, conn, queue, payloads, keys, window_s, stamps
+                            self.q, self.timed, conn, queue, payloads, keys, window_s, stamps
                         )
         except psycopg.Error as e:
-            raise await self._failure(e, "enqueue") from e
+            raise await self.failure(e, "enqueue") from e
         if any(not item.duplicate for item in result):
-            self._wake(queue)
+            self.send_wake(queue)
         return result
-
-    def _wake(self, queue: str) -> None:
-        waker = self._waker
-        if waker is not None and self.settings.wake != "off":
-            waker.wake(queue)
-
-    # -- the transactional outbox: the caller's own connection and transaction ---------
-    async def enqueue_on(
-        self, conn: Any, queue: str, payloads: Sequence[bytes], stamps: Stamps
-    ) -> list[int]:
-        """Insert on the caller's ``psycopg.AsyncConnection`` (or SQLAlchemy async
-        session's); they commit; no wake."""
-        self._check()
-        conn = await async_connection(conn)
-        try:
-            # Our own cursor class: server-side binding and tuple rows, whatever
-            # cursor_factory or row_factory the caller's connection was given.
-            async with psycopg.AsyncCursor(conn, row_factory=tuple_row) as cur:
-                params = self._timed(insert_params(queue, payloads, stamps))
-                await cur.execute(self.q["insert_jobs"], params)
-                return returned_ids(await cur.fetchall())
-        except psycopg.Error as e:
-            raise EngineError(f"PostgreSQL error in enqueue_on: {e}") from e
-
-    def enqueue_on_sync(
-        self, conn: Any, queue: str, payloads: Sequence[bytes], stamps: Stamps
-    ) -> list[int]:
-        """Insert on the caller's blocking ``psycopg.Connection`` (or SQLAlchemy session's);
-        they commit; no wake."""
-        self._check()
-        conn = sync_connection(conn)
-        try:
-            with psycopg.Cursor(conn, row_factory=tuple_row) as cur:
-                cur.execute(
-                    self.q["insert_jobs"], self._timed(insert_params(queue, payloads, stamps))
-                )
-                return returned_ids(cur.fetchall())
-        except psycopg.Error as e:
-            raise EngineError(f"PostgreSQL error in enqueue_on: {e}") from e
-
-    async def enqueue_keyed_on(
-        self,
-        conn: Any,
-        queue: str,
-        payloads: Sequence[bytes],
-        keys: Sequence[str | None],
-        window_s: float | None,
-        stamps: Stamps,
-    ) -> list[Enqueued]:
-        """Deduplicated insert on the caller's ``psycopg.AsyncConnection``; they commit."""
-        self._check()
-        conn = await async_connection(conn)
-        try:
-            return await insert_keyed(
-                self.q, self._timed, conn, queue, payloads, keys, window_s, stamps
-            )
-        except psycopg.Error as e:
-            raise EngineError(f"PostgreSQL error in enqueue_on: {e}") from e
-
-    def enqueue_keyed_on_sync(
-        self,
-        conn: Any,
-        queue: str,
-        payloads: Sequence[bytes],
-        keys: Sequence[str | None],
-        window_s: float | None,
-        stamps: Stamps,
-    ) -> list[Enqueued]:
-        """Deduplicated insert on the caller's blocking ``psycopg.Connection``; they commit."""
-        self._check()
-        conn = sync_connection(conn)
-
-        def step(name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-            query, full = step_params(queue, stamps, name, params)
-            with psycopg.Cursor(conn, row_factory=tuple_row) as cur:
-                cur.execute(self.q[query], self._timed(full))
-                return cur.fetchall() if cur.description is not None else []
-
-        try:
-            return run_flow_sync(keyed_enqueue(payloads, keys, window_s), step)
-        except psycopg.Error as e:
-            raise EngineError(f"PostgreSQL error in enqueue_on: {e}") from e
 
     # -- claim and handle operations ---------------------------------------------------
     async def claim(self, queue: str, worker_id: str, n: int, exhausted_error: str) -> Claimed:
@@ -215,67 +124,35 @@ class PostgresEngine(PgConnections):
     def _slots_freed(self, queues: set[str]) -> None:
         """After an outcome committed: wake the limited ones of ``queues`` (coalesced)."""
         for queue in queues & self._limited:
-            self._wake(queue)
+            self.send_wake(queue)
 
     async def _claim_locked(
         self, queue: str, worker_id: str, n: int, exhausted_error: str
     ) -> Claimed:
-        """A limited queue's claim: one transaction holding its settings row FOR UPDATE,
-        so the count of running jobs and the rate are read and spent race-free."""
-        pool = self._check()
+        """A limited queue's claim (``core.limited_claim``): one transaction holding its
+        settings row FOR UPDATE, so the count of running jobs and the rate are read and
+        spent race-free."""
+        pool = self.check_open()
         q = self.q
-        key = self._timed({"queue": queue})
+        key = self.timed({"queue": queue})
+        claim = {**key, "worker": worker_id, "exhausted_error": exhausted_error, "gated": False}
         try:
             async with pool.connection() as conn, conn.transaction():
-                cur = await conn.execute(q["lock_settings"], key)
-                row = await cur.fetchone()
-                if row is None:  # the row is gone: claim as an unlimited queue
-                    unlimited = {
-                        **key,
-                        "worker": worker_id,
-                        "n": n,
-                        "exhausted_error": exhausted_error,
-                        "gated": False,
-                    }
-                    cur = await conn.execute(q["claim"], unlimited, binary=True)
-                    return Claimed(await cur.fetchall())
-                settings = QueueSettings.from_row(row)
-                now = float(row[8])
-                if settings.paused:
-                    return Claimed([], settings.limited)
-                running = 0
-                if settings.concurrency is not None:
-                    cur = await conn.execute(q["count_running"], key)
-                    running = int((await cur.fetchone() or (0,))[0])
-                admission = admit(settings, now, running, n)
-                claim = {
-                    **key,
-                    "worker": worker_id,
-                    "exhausted_error": exhausted_error,
-                    "gated": False,
-                }
-                rows: list[Row] = []
-                if admission.n and settings.partition_concurrency is not None:
-                    await conn.execute(q["claim"], {**claim, "n": 0})  # the pre-claim sweep
-                    window = {**key, "window": admission.n + CANDIDATE_WINDOW}
-                    cur = await conn.execute(q["claim_candidates"], window)
-                    candidates = await cur.fetchall()
-                    cur = await conn.execute(q["running_partitions"], key)
-                    busy = {k: int(c) for k, c in await cur.fetchall()}
-                    limit = settings.partition_concurrency
-                    ids = pick_partitions(candidates, busy, limit, admission.n)
-                    if ids:
-                        cur = await conn.execute(q["claim_ids"], {**claim, "ids": ids}, binary=True)
-                        rows = await cur.fetchall()
-                elif admission.n:
-                    cur = await conn.execute(q["claim"], {**claim, "n": admission.n}, binary=True)
-                    rows = await cur.fetchall()
-                tat, wait = charge(settings, now, len(rows))
-                if rows and tat != settings.tat:
-                    await conn.execute(q["set_tat"], {**key, "tat": tat})
+
+                async def step(name: str, params: dict[str, Any]) -> Rows:
+                    if name == "settings":
+                        cur = await conn.execute(q["lock_settings"], key)
+                    elif name in ("claim", "claim_ids"):
+                        cur = await conn.execute(q[name], {**claim, **params}, binary=True)
+                    else:
+                        if name == "claim_candidates":  # the pre-claim sweep first
+                            await conn.execute(q["claim"], {**claim, "n": 0})
+                        cur = await conn.execute(q[name], {**key, **params})
+                    return await cur.fetchall() if cur.description is not None else []
+
+                return await run_steps(limited_claim(n), step)
         except psycopg.Error as e:
-            raise await self._failure(e, "claim") from e
-        return Claimed(rows, True, wait if admission.rate_capped else None)
+            raise await self.failure(e, "claim") from e
 
     async def ack_many(self, items: Sequence[tuple[str, int, int]]) -> set[tuple[int, int]]:
         if len(items) == 1:
@@ -328,7 +205,7 @@ class PostgresEngine(PgConnections):
 
     def _freed(self, queue: str, done: bool) -> bool:
         if done and queue in self._limited:
-            self._wake(queue)
+            self.send_wake(queue)
         return done
 
     async def release(self, queue: str, job_id: int, attempts: int, delay_s: float | None) -> bool:
@@ -385,8 +262,8 @@ class PostgresEngine(PgConnections):
         return self.settings.listen
 
     async def wake(self, channel: str) -> None:
-        self._check()
-        self._wake(channel)
+        self.check_open()
+        self.send_wake(channel)
 
     # -- queue settings: pause and limits -----------------------------------------------
     async def queue_settings(self, queue: str | None) -> list[Row]:
@@ -397,12 +274,12 @@ class PostgresEngine(PgConnections):
     async def set_paused(self, queue: str, paused: bool) -> None:
         await self._fetchall("set_paused", {"queue": queue, "paused": paused})
         if paused:
-            pool = self._check()
+            pool = self.check_open()
             try:
                 async with pool.connection() as conn, conn.transaction():
                     await conn.execute(self.q["await_claims"])
             except psycopg.Error as e:
-                raise await self._failure(e, "pause") from e
+                raise await self.failure(e, "pause") from e
 
     async def set_limits(
         self,
@@ -423,7 +300,7 @@ class PostgresEngine(PgConnections):
         await self._fetchall("set_limits", params)
 
     async def subscribe(self, channels: Sequence[str], sink: NoteSink) -> None:
-        self._check()
+        self.check_open()
         if not self.settings.listen:
             raise InvalidArgumentError("this store is poll-only (listen=off): nothing to listen to")
         if self._listener is None:
@@ -459,7 +336,7 @@ class PostgresEngine(PgConnections):
         row = await self._fetchone("admin_requeue", params)
         if row is None:
             return False
-        self._wake(row[0])
+        self.send_wake(row[0])
         return True
 
     async def stats(self) -> list[tuple[str, int, int, int, int, float | None]]:
@@ -500,7 +377,7 @@ class PostgresEngine(PgConnections):
         return [(*row[:8], max(float(row[8]), 0.0)) for row in rows]
 
     async def add_outcomes(self, counts: Sequence[tuple[str, str, int]], keep_s: float) -> None:
-        pool = self._check()
+        pool = self.check_open()
         params = {
             "queues": [q for q, _, _ in counts],
             "outcomes": [o for _, o, _ in counts],
@@ -508,10 +385,10 @@ class PostgresEngine(PgConnections):
         }
         try:
             async with pool.connection() as conn, conn.transaction():
-                await conn.execute(self.q["outcome_add"], self._timed(params))
-                await conn.execute(self.q["outcome_purge"], self._timed({"older_than": keep_s}))
+                await conn.execute(self.q["outcome_add"], self.timed(params))
+                await conn.execute(self.q["outcome_purge"], self.timed({"older_than": keep_s}))
         except psycopg.Error as e:
-            raise await self._failure(e, "add_outcomes") from e
+            raise await self.failure(e, "add_outcomes") from e
 
     async def outcome_history(self, seconds: float) -> list[tuple[str, float, str, int]]:
         rows = await self._fetchall("outcome_history", {"seconds": seconds})
@@ -527,25 +404,25 @@ class PostgresEngine(PgConnections):
         spec = copied_table(table)
         kinds = spec.kinds()
         name = f"copy_read_{table[4:]}"
-        pool = self._check()
+        pool = self.check_open()
         try:
             async with pool.connection() as conn:
                 params = [*to_stored(kinds, after), limit]
                 cur = await conn.execute(self.q[name], params)
                 rows = await cur.fetchall()
         except psycopg.Error as e:
-            raise await self._failure(e, name) from e
+            raise await self.failure(e, name) from e
         return [from_stored(kinds, row) for row in rows]
 
     async def copy_write(self, table: str, rows: Sequence[Row]) -> None:
         kinds = copied_table(table).kinds()
         name = f"copy_write_{table[4:]}"
-        pool = self._check()
+        pool = self.check_open()
         try:
             async with pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
                 await cur.executemany(self.q[name], [to_stored(kinds, r) for r in rows])
         except psycopg.Error as e:
-            raise await self._failure(e, name) from e
+            raise await self.failure(e, name) from e
 
     async def last_job_id(self) -> int:
         row = await self._fetchone("copy_last_id", {})
@@ -553,16 +430,16 @@ class PostgresEngine(PgConnections):
         return int(row[0])
 
     async def advance_job_ids(self, last: int) -> None:
-        pool = self._check()
+        pool = self.check_open()
         try:
             async with pool.connection() as conn:
                 await conn.execute(self.q["copy_advance_ids"], [last])
         except psycopg.Error as e:
-            raise await self._failure(e, "copy_advance_ids") from e
+            raise await self.failure(e, "copy_advance_ids") from e
 
     # -- transactions -------------------------------------------------------------------
     async def begin(self) -> PostgresTransaction:
-        pool = self._check()
+        pool = self.check_open()
         try:
             conn = await pool.getconn()
             try:
@@ -571,7 +448,7 @@ class PostgresEngine(PgConnections):
                 await pool.putconn(conn)
                 raise
         except psycopg.Error as e:
-            raise await self._failure(e, "begin") from e
+            raise await self.failure(e, "begin") from e
         return PostgresTransaction(self, pool, conn)
 
 

@@ -13,8 +13,9 @@ from typing import Any
 import psycopg
 from psycopg.rows import TupleRow, tuple_row
 
-from alkstore.core.dedupe import Enqueued, keyed_enqueue, run_flow
+from alkstore.core.dedupe import Enqueued, keyed_enqueue
 from alkstore.core.options import Stamps
+from alkstore.core.steps import Rows, run_steps
 from alkstore.engines.postgres.connections import Conn
 
 __all__ = ["insert_keyed", "insert_params", "returned_ids", "step_params"]
@@ -68,13 +69,13 @@ async def insert_keyed(
 ) -> list[Enqueued]:
     """The deduplicated insert on ``conn``, inside the transaction it holds."""
 
-    async def step(name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    async def step(name: str, params: dict[str, Any]) -> Rows:
         query, full = step_params(queue, stamps, name, params)
         async with psycopg.AsyncCursor(conn, row_factory=tuple_row) as cur:
             await cur.execute(q[query], timed(full))
             return await cur.fetchall() if cur.description is not None else []
 
-    return await run_flow(keyed_enqueue(payloads, keys, window_s), step)
+    return await run_steps(keyed_enqueue(payloads, keys, window_s), step)
 
 
 def returned_ids(rows: list[TupleRow]) -> list[int]:

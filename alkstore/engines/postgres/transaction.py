@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
@@ -14,10 +14,8 @@ from alkstore.core.job import Row
 from alkstore.core.options import Stamps
 from alkstore.engines.postgres.connections import Conn
 from alkstore.engines.postgres.inserts import insert_keyed, insert_params, returned_ids
+from alkstore.engines.postgres.protocols import TransactionHost
 from alkstore.errors import StoreClosedError
-
-if TYPE_CHECKING:
-    from alkstore.engines.postgres.engine import PostgresEngine
 
 __all__ = ["PostgresTransaction"]
 
@@ -34,29 +32,28 @@ class PostgresTransaction:
     the contract, and atomic with the commit.
     """
 
-    def __init__(self, engine: PostgresEngine, pool: AsyncConnectionPool[Conn], conn: Conn) -> None:
-        self._engine = engine
+    def __init__(self, host: TransactionHost, pool: AsyncConnectionPool[Conn], conn: Conn) -> None:
+        self._host = host
         self._pool = pool
         self._conn: Conn | None = conn
         self._queues: dict[str, None] = {}
 
     def _live(self) -> Conn:
-        if self._engine._closed:
-            raise StoreClosedError(f"store on schema {self._engine.schema!r} is closed")
+        self._host.check_open()
         if self._conn is None:
             raise StoreClosedError("the transaction is already finished")
         return self._conn
 
     async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
         conn = self._live()
+        host = self._host
         try:
-            engine = self._engine
             cur = await conn.execute(
-                engine.q["insert_jobs"], engine._timed(insert_params(queue, payloads, stamps))
+                host.q["insert_jobs"], host.timed(insert_params(queue, payloads, stamps))
             )
             ids = returned_ids(await cur.fetchall())
         except psycopg.Error as e:
-            raise await self._engine._failure(e, "transaction enqueue") from e
+            raise await self._host.failure(e, "transaction enqueue") from e
         self._queues[queue] = None
         return ids
 
@@ -69,22 +66,22 @@ class PostgresTransaction:
         stamps: Stamps,
     ) -> list[Enqueued]:
         conn = self._live()
+        host = self._host
         try:
-            engine = self._engine
             result = await insert_keyed(
-                engine.q, engine._timed, conn, queue, payloads, keys, window_s, stamps
+                host.q, host.timed, conn, queue, payloads, keys, window_s, stamps
             )
         except psycopg.Error as e:
-            raise await self._engine._failure(e, "transaction enqueue") from e
+            raise await self._host.failure(e, "transaction enqueue") from e
         self._queues[queue] = None
         return result
 
     async def notify(self, channel: str, payload: str) -> None:
         conn = self._live()
         try:
-            await conn.execute(self._engine.q["notify"], {"channel": channel, "payload": payload})
+            await conn.execute(self._host.q["notify"], {"channel": channel, "payload": payload})
         except psycopg.Error as e:
-            raise await self._engine._failure(e, "transaction notify") from e
+            raise await self._host.failure(e, "transaction notify") from e
 
     async def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None) -> list[Row]:
         conn = self._live()
@@ -94,7 +91,7 @@ class PostgresTransaction:
                 return []
             return await cur.fetchall()
         except psycopg.Error as e:
-            raise await self._engine._failure(e, "transaction execute") from e
+            raise await self._host.failure(e, "transaction execute") from e
 
     async def _finish(self, statement: str) -> None:
         conn, self._conn = self._conn, None
@@ -105,7 +102,7 @@ class PostgresTransaction:
                 await conn.execute(statement)
         except psycopg.Error as e:
             if statement == "COMMIT":
-                raise await self._engine._failure(e, "commit") from e
+                raise await self._host.failure(e, "commit") from e
             log.debug("alkstore: rollback failed (the connection is gone): %s", e)
         finally:
             await self._pool.putconn(conn)
@@ -113,7 +110,7 @@ class PostgresTransaction:
     async def commit(self) -> None:
         await self._finish("COMMIT")
         for queue in self._queues:
-            self._engine._wake(queue)
+            self._host.send_wake(queue)
 
     async def rollback(self) -> None:
         await self._finish("ROLLBACK")

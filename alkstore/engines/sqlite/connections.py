@@ -14,8 +14,9 @@ SQLite's built-in busy handler sleeps with a growing back-off, so the process
 that holds the lock keeps winning; instead the busy timeout is 0 and
 ``BEGIN IMMEDIATE`` is retried here with short jittered sleeps until
 ``busy_timeout_s`` runs out, which shares the lock fairly between processes.
-:class:`SqliteConnection` is what the storage operations of ``engine.py``
-stand on.
+:class:`SqliteConnections` is what the storage operations of ``engine.py``
+stand on, and it is the ``protocols.TransactionHost`` a ``store.transaction()``
+(``transaction.py``) stands on.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import asyncio
 import collections
 import contextlib
 import contextvars
+import logging
 import os
 import pathlib
 import random
@@ -33,14 +35,22 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Self, TypeVar
 
+from alkstore.core.job import Row
 from alkstore.core.options import check_positive, check_switch, describe
-from alkstore.engines.sqlite.listener import NoteListener
+from alkstore.engines.sqlite.listener import Listener, poke_local
+from alkstore.engines.sqlite.migrator import QUERIES as Q
 from alkstore.engines.sqlite.migrator import SCHEMA_VERSION, installed_version, migrate
+from alkstore.engines.sqlite.protocols import TransactionToken
 from alkstore.errors import EngineError, InvalidArgumentError, StoreClosedError
 
-__all__ = ["SqliteConnection", "in_transaction"]
+__all__ = ["SqliteConnections", "in_transaction"]
+
+log = logging.getLogger("alkstore.sqlite")
 
 T = TypeVar("T")
+
+_NOTES_KEPT = 20_000  # notes kept for listeners; older ones are trimmed
+_TRIM_EVERY = 1024
 
 # The most write units one group commit holds, so one group cannot starve latency.
 _GROUP_MAX = 64
@@ -48,7 +58,7 @@ _GROUP_MAX = 64
 _SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL", "extra": "EXTRA", "off": "OFF"}
 
 # The engine whose transaction the current task is inside (deadlock guard).
-in_transaction: contextvars.ContextVar[SqliteConnection | None] = contextvars.ContextVar(
+in_transaction: contextvars.ContextVar[object | None] = contextvars.ContextVar(
     "alkstore_sqlite_tx", default=None
 )
 
@@ -72,7 +82,7 @@ class _Unit:
         self.result: Any = None
 
 
-class SqliteConnection:
+class SqliteConnections:
     """The connection and thread of one store's file (what ``SqliteEngine`` stands on)."""
 
     def __init__(
@@ -97,17 +107,22 @@ class SqliteConnection:
         self._executor: ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock: asyncio.Lock | None = None
-        self._listener: NoteListener | None = None
+        self._listener: Listener | None = None
         self._closed = False
         self._clock: Callable[[], float] = time.time
         # write units waiting for the engine thread (appended on the loop, taken there)
         self._units: collections.deque[_Unit] = collections.deque()
         # effects the open transaction's units asked for once it commits
         self._effects: list[Callable[[], None]] = []
+        self._notes_written = 0
 
     def set_clock(self, clock: Callable[[], float]) -> None:
         """TESTS ONLY: read "now" (POSIX seconds) from ``clock`` instead of ``time.time``."""
         self._clock = clock
+
+    def now(self) -> float:
+        """The clock every operation reads once (``time.time``, or a test's)."""
+        return self._clock()
 
     @classmethod
     def from_options(cls, path: str, options: dict[str, Any]) -> Self:
@@ -345,6 +360,77 @@ class SqliteConnection:
             async with lock:
                 return await submit()
         return await submit()
+
+    # one named statement: a read on the engine thread, or a group-committed write
+    async def _fetchall(self, name: str, params: dict[str, Any]) -> list[Row]:
+        return await self._call(self._read, lambda c: c.execute(Q[name], params).fetchall())
+
+    async def _fetchone(self, name: str, params: dict[str, Any]) -> Row | None:
+        return await self._call(self._read, lambda c: c.execute(Q[name], params).fetchone())
+
+    async def _rowcount(self, name: str, params: dict[str, Any]) -> int:
+        return await self._write_call(lambda c: c.execute(Q[name], params).rowcount)
+
+    # -- wake notes -------------------------------------------------------------
+    def _poke_local(self) -> None:
+        poke_local(self.path)
+
+    def write_note(self, conn: sqlite3.Connection, channel: str, payload: str) -> None:
+        """Inside a write: a note on ``channel`` (``listener.py`` delivers it once it
+        commits), and this process's listeners poked after the commit."""
+        try:
+            note_id = conn.execute(Q["insert_note"], (channel, payload)).lastrowid or 0
+        except sqlite3.Error as e:  # a wake is best-effort; the row is the truth
+            if not conn.in_transaction:  # SQLite rolled the transaction back: not best-effort
+                raise
+            log.warning("alkstore: wake on %r not recorded: %s", channel, e)
+            return
+        self._on_commit(self._poke_local)
+        self._notes_written += 1
+        if self._notes_written % _TRIM_EVERY == 0:
+            conn.execute(Q["trim_notes"], {"below": note_id - _NOTES_KEPT})
+
+    # -- store.transaction(): the write transaction held by one task -------------
+    async def begin_transaction(self) -> TransactionToken:
+        """``BEGIN IMMEDIATE``, held (with the store's lock) until :meth:`end_transaction`."""
+        if self._closed:
+            raise StoreClosedError(f"store on {describe(self.path)} is closed")
+        if in_transaction.get() is self:
+            raise InvalidArgumentError("this store's transaction is already open in this task")
+        lock = self._lock
+        assert lock is not None and self._loop is not None
+        await lock.acquire()
+        try:
+            await self._loop.run_in_executor(
+                self._executor, self._guarded, self._with_busy_retry, self._begin_sync
+            )
+        except BaseException:
+            lock.release()
+            raise
+        return in_transaction.set(self)
+
+    async def run_in_transaction(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._closed:
+            raise StoreClosedError(f"store on {describe(self.path)} is closed")
+        assert self._loop is not None and self._conn is not None
+        return await self._loop.run_in_executor(
+            self._executor, self._guarded, fn, self._conn, *args
+        )
+
+    async def end_transaction(self, statement: str, token: TransactionToken) -> None:
+        try:
+            if not self._closed:  # the notes written poke listeners after a COMMIT
+                assert self._loop is not None
+                await self._loop.run_in_executor(
+                    self._executor, self._guarded, self._end_sync, statement
+                )
+        finally:
+            # The sync facade enters and exits in two tasks (two contexts): the
+            # token then belongs to a context that is already gone.
+            with contextlib.suppress(ValueError):
+                in_transaction.reset(token)
+            assert self._lock is not None
+            self._lock.release()
 
     # -- lifecycle --------------------------------------------------------------
     async def open(self) -> None:

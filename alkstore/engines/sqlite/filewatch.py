@@ -6,7 +6,7 @@ directory for ``IN_MODIFY`` of those names tells an idle listener that a commit
 is under way, so it sleeps without polling between commits. The event comes
 when the frames are written, before the commit is synced and visible: the
 listener polls ``PRAGMA data_version`` closely for a short while after each
-event (``NoteListener``), never between them.
+event (``Listener``), never between them.
 
 ``FileWatch.open`` returns ``None`` where inotify is not available (another
 OS, no libc symbol, the watch limit reached): the listener then polls.

@@ -34,13 +34,14 @@ import logging
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 
 from alkstore.engines.sqlite.filewatch import FileWatch
 
 log = logging.getLogger("alkstore.sqlite")
 
-__all__ = ["NoteListener"]
+__all__ = ["Listener", "listen_locally", "poke_local"]
 
 Sink = Callable[[Sequence[tuple[str, str]]], None]
 
@@ -50,8 +51,26 @@ IDLE_POLL_S = 1.0  # with a watch: look at least this often, heard or not
 SLOW_POLL_S = 0.005  # past the window, a write heard and no commit seen since: this often
 UNSEEN_MAX_S = 5.0  # ...for at most this long
 
+# Listeners of this process per database file: a local commit pokes them at once.
+_local_listeners: dict[str, weakref.WeakSet[Listener]] = {}
+_local_lock = threading.Lock()
 
-class NoteListener:
+
+def listen_locally(path: str, listener: Listener) -> None:
+    """Have commits of this process to ``path`` poke ``listener`` (held weakly)."""
+    with _local_lock:
+        _local_listeners.setdefault(path, weakref.WeakSet()).add(listener)
+
+
+def poke_local(path: str) -> None:
+    """After a commit to ``path`` that wrote notes: this process's listeners look now."""
+    with _local_lock:
+        listeners = list(_local_listeners.get(path, ()))
+    for listener in listeners:
+        listener.poke()
+
+
+class Listener:
     """One thread per listening store, delivering notes of its channels to a sink."""
 
     def __init__(

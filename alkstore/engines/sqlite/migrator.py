@@ -13,11 +13,15 @@ import sqlite3
 from collections.abc import Callable, Sequence
 
 from alkstore.engines.migrations import Migration, load_migrations
+from alkstore.engines.queries import load_queries
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "installed_version", "migrate"]
+__all__ = ["MIGRATIONS", "QUERIES", "SCHEMA_VERSION", "installed_version", "migrate"]
 
-MIGRATIONS = load_migrations("alkstore.engines.sqlite")
+_PACKAGE = "alkstore.engines.sqlite"
+MIGRATIONS = load_migrations(_PACKAGE)
 SCHEMA_VERSION = MIGRATIONS[-1].version
+# The named queries of sql/queries.sql (PostgreSQL's migrator holds its own the same way).
+QUERIES = load_queries(_PACKAGE)
 
 # Runs a function of the connection inside BEGIN IMMEDIATE … COMMIT.
 Write = Callable[[Callable[[sqlite3.Connection], int]], int]

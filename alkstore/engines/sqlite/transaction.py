@@ -2,45 +2,54 @@
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
 
 from alkstore.core.dedupe import Enqueued
 from alkstore.core.job import Row
-from alkstore.core.options import Stamps, describe
-from alkstore.engines.sqlite.connections import SqliteConnection, in_transaction
-from alkstore.errors import StoreClosedError
-
-if TYPE_CHECKING:
-    from alkstore.engines.sqlite.engine import SqliteEngine
+from alkstore.core.options import Stamps
+from alkstore.engines.sqlite.inserts import insert_jobs, insert_keyed
+from alkstore.engines.sqlite.protocols import TransactionHost, TransactionToken
 
 __all__ = ["SqliteTransaction"]
 
-T = TypeVar("T")
-
 
 class SqliteTransaction:
-    """A ``store.transaction()`` on SQLite: the store's connection, held until the end."""
+    """A ``store.transaction()`` on SQLite: the store's connection, held until the end.
 
-    def __init__(
-        self, engine: SqliteEngine, token: contextvars.Token[SqliteConnection | None]
-    ) -> None:
-        self._engine = engine
+    Every statement runs on the engine thread inside the ``BEGIN IMMEDIATE`` the
+    engine opened for it; the wake notes of its enqueues commit with it.
+    """
+
+    def __init__(self, host: TransactionHost, token: TransactionToken) -> None:
+        self._host = host
         self._token = token
         self._done = False
 
-    async def _hop(self, fn: Callable[..., T], *args: Any) -> T:
-        engine = self._engine
-        if engine._closed:
-            raise StoreClosedError(f"store on {describe(engine.path)} is closed")
-        assert engine._loop is not None
-        return await engine._loop.run_in_executor(engine._executor, engine._guarded, fn, *args)
+    def _enqueue_unit(
+        self, conn: sqlite3.Connection, queue: str, payloads: Sequence[bytes], stamps: Stamps
+    ) -> list[int]:
+        ids = insert_jobs(conn, queue, payloads, stamps, self._host.now())
+        self._host.write_note(conn, queue, "")
+        return ids
 
     async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
-        engine = self._engine
-        return await self._hop(engine._insert, engine._conn, queue, payloads, stamps)
+        return await self._host.run_in_transaction(self._enqueue_unit, queue, payloads, stamps)
+
+    def _enqueue_keyed_unit(
+        self,
+        conn: sqlite3.Connection,
+        queue: str,
+        payloads: Sequence[bytes],
+        keys: Sequence[str | None],
+        window_s: float | None,
+        stamps: Stamps,
+    ) -> list[Enqueued]:
+        now = self._host.now()
+        result = insert_keyed(conn, queue, payloads, keys, window_s, stamps, now)
+        self._host.write_note(conn, queue, "")
+        return result
 
     async def enqueue_keyed(
         self,
@@ -50,35 +59,24 @@ class SqliteTransaction:
         window_s: float | None,
         stamps: Stamps,
     ) -> list[Enqueued]:
-        engine = self._engine
-        return await self._hop(
-            engine._insert_keyed, engine._conn, queue, payloads, keys, window_s, stamps
+        return await self._host.run_in_transaction(
+            self._enqueue_keyed_unit, queue, payloads, keys, window_s, stamps
         )
 
     async def notify(self, channel: str, payload: str) -> None:
-        engine = self._engine
-        await self._hop(engine._insert_note, engine._conn, channel, payload)
+        await self._host.run_in_transaction(self._host.write_note, channel, payload)
 
     async def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None) -> list[Row]:
-        conn = self._engine._conn
-        assert conn is not None
-        return await self._hop(lambda: conn.execute(sql, params or ()).fetchall())
+        def run(conn: sqlite3.Connection) -> list[Row]:
+            return conn.execute(sql, params or ()).fetchall()
+
+        return await self._host.run_in_transaction(run)
 
     async def _finish(self, statement: str) -> None:
         if self._done:
             return
         self._done = True
-        engine = self._engine
-        try:
-            if not engine._closed:  # the notes written poke listeners after a COMMIT
-                await self._hop(engine._end_sync, statement)
-        finally:
-            # The sync facade enters and exits in two tasks (two contexts): the
-            # token then belongs to a context that is already gone.
-            with contextlib.suppress(ValueError):
-                in_transaction.reset(self._token)
-            assert engine._lock is not None
-            engine._lock.release()
+        await self._host.end_transaction(statement, self._token)
 
     async def commit(self) -> None:
         await self._finish("COMMIT")

@@ -223,7 +223,8 @@ FROM alk_jobs
 WHERE id = :id AND queue = :queue AND state = 'processing' AND attempts = :attempts
   AND claim_expires_at >= :now;
 
--- name: delete_by_id
+-- name: dead_letter_delete
+-- Fenced move to dead, step 2 (same transaction): the row step 1 copied.
 DELETE FROM alk_jobs WHERE id = :id;
 
 -- name: heartbeat
