@@ -361,7 +361,7 @@ class SqliteEngine(SqliteConnections):
     async def list_dead(self, after: int | None, before: int | None, limit: int) -> list[Row]:
         name = "admin_dead_after" if before is None else "admin_dead_before"
         params = {"after": after or 0, "before": before, "limit": limit}
-        return await self._call(self._read, self._fetch_all, name, params)
+        return await self._fetchall(name, params)
 
     async def find_job(self, job_id: int) -> Row | None:
         return await self._fetchone("admin_find_job", {"id": job_id})
