@@ -5,6 +5,8 @@
 ...     await store.queue("emails").enqueue({"to": "a@example.com"})
 """
 
+from importlib import metadata as _metadata
+
 from alkstore.app import App
 from alkstore.connect import connect
 from alkstore.core.dedupe import Enqueued
@@ -30,7 +32,13 @@ from alkstore.subscription import Subscription
 from alkstore.tasks import Deferred, Fail, Snooze, Task, TaskCall
 from alkstore.worker.context import current_job
 
+try:
+    __version__: str = _metadata.version("alkstore")
+except _metadata.PackageNotFoundError:  # run from a source tree that is not installed
+    __version__ = "0+unknown"
+
 __all__ = [
+    "__version__",
     # opening a store
     "connect",
     "Store",

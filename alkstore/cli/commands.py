@@ -76,6 +76,19 @@ def _target(ctx: click.Context, url: str | None, schema: str | None) -> tuple[st
     return url, schema
 
 
+def _bind_app(ctx: click.Context, app: App, url: str | None, schema: str | None) -> None:
+    """Point ``app`` at the command line's store, as every command taking MODULE:APP does:
+    ``--url`` (command, then group), else the app's own URL, else ``$ALKSTORE_URL``,
+    else the default; ``--schema``, else ``$ALKSTORE_SCHEMA``, else the app's schema."""
+    group = ctx.find_root().obj or {}
+    url = url or group.get("url")
+    schema = schema or group.get("schema") or os.environ.get("ALKSTORE_SCHEMA")
+    if url is not None:
+        app.url = url
+    if schema is not None:
+        app.schema = schema
+
+
 def _run(coro: Awaitable[T]) -> T:
     """Run the command's coroutine; translate errors to one line."""
 
@@ -215,8 +228,8 @@ def enqueue(
     if app_spec is not None:
         app = load_app(app_spec)
         stamps = _task_stamps(app, app_spec, queue, payload)
-        url = url or (ctx.find_root().obj or {}).get("url") or app.url
-        schema = schema or (ctx.find_root().obj or {}).get("schema") or app.schema
+        _bind_app(ctx, app, url, schema)
+        url, schema = app.url, app.schema
     elif (called := _called_task(payload)) is not None:
         click.echo(
             f"note: PAYLOAD calls task {called!r} but no --app is given, so queue "
@@ -232,6 +245,8 @@ def enqueue(
             raise BadInput(
                 f"invalid --run-at {run_at!r}: use ISO 8601, e.g. 2030-01-01T09:00Z"
             ) from None
+        if when.utcoffset() is None:
+            raise BadInput(f"invalid --run-at {run_at!r}: add a time zone, e.g. {run_at}Z")
 
     try:
         opts = EnqueueOpts(
@@ -463,13 +478,7 @@ def worker(
     queues = queue
     setup_logging(log_level, log_format)
     app = load_app(app_spec, show_traceback=show_traceback)
-    group = ctx.find_root().obj or {}
-    url = url or group.get("url")
-    schema = schema or group.get("schema") or os.environ.get("ALKSTORE_SCHEMA")
-    if url is not None:  # else the app's own URL, else $ALKSTORE_URL, else the default
-        app.url = url
-    if schema is not None:
-        app.schema = schema
+    _bind_app(ctx, app, url, schema)
     unknown = [q for q in queues if q not in app.queues]
     if unknown:
         logging.getLogger("alkstore.worker").warning(
@@ -569,9 +578,10 @@ def schedules(ctx: click.Context, app_spec: str, url: str | None, schema: str | 
     if not app.schedules:
         _out().print(f"{app_spec} has no schedules")
         return
+    _bind_app(ctx, app, url, schema)  # the app's own URL, as the worker uses
 
     async def go() -> Any:
-        async with await _open(ctx, url, schema) as store:
+        async with await _open(ctx, app.url, app.schema) as store:
             return await store.admin().schedule_marks([s.name for s in app.schedules])
 
     marks = {name: (tick, job) for name, tick, job in _run(go())}
@@ -638,50 +648,79 @@ def jobs_outcomes(
 
 
 @jobs.command("cancel")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_ids", metavar="ID...", nargs=-1, required=True)
 @_store_options
 @click.pass_context
-def jobs_cancel(ctx: click.Context, job_id: str, url: str | None, schema: str | None) -> None:
+def jobs_cancel(
+    ctx: click.Context, job_ids: tuple[str, ...], url: str | None, schema: str | None
+) -> None:
     """Delete live job ID (pending or processing; a running handler is not interrupted)."""
-    ident = _job_id(job_id)
 
-    async def go() -> str:
-        async with await _open(ctx, url, schema) as store:
-            job = await store.admin().find_job(ident)
-            if job is None:
-                raise Failed(f"no job {ident}")
-            if job.state == "dead":
-                raise Failed(f"job {ident} is dead, not live: nothing to cancel")
-            if not await store.queue(job.queue).cancel(ident):
-                raise Failed(f"job {ident} finished before it could be cancelled")
-            return job.queue
+    async def one(store: Store, ident: int) -> str:
+        job = await store.admin().find_job(ident)
+        if job is None:
+            raise Failed(f"no job {ident}")
+        if job.state == "dead":
+            raise Failed(f"job {ident} is dead, not live: nothing to cancel")
+        if not await store.queue(job.queue).cancel(ident):
+            raise Failed(f"job {ident} finished before it could be cancelled")
+        return f"cancelled job {ident} (queue {job.queue})"
 
-    queue = _run(go())
-    _out().print(f"cancelled job {ident} (queue {queue})")
+    _each_job(ctx, url, schema, job_ids, one)
 
 
 @jobs.command("requeue")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_ids", metavar="ID...", nargs=-1, required=True)
 @_store_options
 @click.pass_context
-def jobs_requeue(ctx: click.Context, job_id: str, url: str | None, schema: str | None) -> None:
-    """Move dead job ID back to pending, claimable now, with a fresh attempt budget."""
-    ident = _job_id(job_id)
+def jobs_requeue(
+    ctx: click.Context, job_ids: tuple[str, ...], url: str | None, schema: str | None
+) -> None:
+    """Move each dead job ID back to pending, claimable now, with a fresh attempt budget."""
 
-    async def go() -> Any:
+    async def one(store: Store, ident: int) -> str:
+        admin = store.admin()
+        if not await admin.requeue(ident):
+            job = await admin.find_job(ident)
+            if job is None:
+                raise Failed(f"no job {ident}")
+            raise Failed(f"job {ident} is {job.state}, not dead: nothing to requeue")
+        job = await admin.find_job(ident)
+        where = f"queue {job.queue}, " if job is not None else ""
+        budget = f"attempts 0/{job.max_attempts}" if job is not None else "attempts 0"
+        return f"requeued job {ident} ({where}pending, {budget})"
+
+    _each_job(ctx, url, schema, job_ids, one)
+
+
+def _each_job(
+    ctx: click.Context,
+    url: str | None,
+    schema: str | None,
+    job_ids: tuple[str, ...],
+    act: Callable[[Store, int], Awaitable[str]],
+) -> None:
+    """Run ``act`` on each job id in turn on one store; print what each did, then fail
+    (one line naming every job that could not be done) if any could not."""
+    idents = [_job_id(text) for text in job_ids]  # all checked before any is touched
+
+    async def go() -> list[tuple[str, bool]]:
         async with await _open(ctx, url, schema) as store:
-            admin = store.admin()
-            if not await admin.requeue(ident):
-                job = await admin.find_job(ident)
-                if job is None:
-                    raise Failed(f"no job {ident}")
-                raise Failed(f"job {ident} is {job.state}, not dead: nothing to requeue")
-            return await admin.find_job(ident)
+            done = []
+            for ident in idents:
+                try:
+                    done.append((await act(store, ident), True))
+                except Failed as e:
+                    done.append((e.message, False))
+            return done
 
-    job = _run(go())
-    where = f"queue {job.queue}, " if job is not None else ""
-    budget = f"attempts 0/{job.max_attempts}" if job is not None else "attempts 0"
-    _out().print(f"requeued job {ident} ({where}pending, {budget})")
+    done = _run(go())
+    for line, worked in done:
+        if worked:
+            _out().print(line)
+    errors = [line for line, worked in done if not worked]
+    if errors:
+        raise Failed("; ".join(errors))
 
 
 @cli.command()

@@ -243,7 +243,8 @@ def queues_table(infos: list[QueueInfo]) -> Table:
     table = Table(title="queues", title_justify="left")
     table.add_column("queue")
     table.add_column("state")
-    for column in ("concurrency", "per partition", "rate", "pending", "processing", "dead"):
+    columns = ("concurrency", "per partition", "rate", "pending", "delayed", "processing", "dead")
+    for column in columns:
         table.add_column(column, justify="right")
     for i in infos:
         rate = "-" if i.rate is None else str(i.rate) + (f" burst {i.burst}" if i.burst else "")
@@ -253,7 +254,8 @@ def queues_table(infos: list[QueueInfo]) -> Table:
             "-" if i.concurrency is None else str(i.concurrency),
             "-" if i.partition_concurrency is None else str(i.partition_concurrency),
             rate,
-            str(i.pending + i.delayed),
+            str(i.pending),
+            str(i.delayed),
             str(i.processing),
             f"[red]{i.dead}[/]" if i.dead else "0",
         )
