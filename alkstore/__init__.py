@@ -29,7 +29,7 @@ from alkstore.errors import (
 )
 from alkstore.store import JobHandle, Queue, Store, Transaction, TxQueue
 from alkstore.subscription import Subscription
-from alkstore.tasks import Deferred, Fail, Snooze, Task, TaskCall
+from alkstore.tasks import Deferred, Fail, Snooze, SyncDeferred, Task, TaskCall
 from alkstore.worker.context import current_job
 
 try:
@@ -60,6 +60,7 @@ __all__ = [
     "Task",
     "TaskCall",
     "Deferred",
+    "SyncDeferred",
     "Fail",
     "Snooze",
     "current_job",
