@@ -237,6 +237,10 @@ class Store:
         """Close the store; idempotent. Every later operation raises StoreClosedError."""
         if self._closed:
             return
+        if not self._forked:
+            for loop in list(self._loops):  # jobs() iterators left open: give back
+                with contextlib.suppress(AlkstoreError):
+                    await loop.give_back()
         self._closed = True
         self._hub.close()
         if not self._forked:
@@ -609,6 +613,10 @@ class Queue(_Enqueuing):
         ``poll_interval_s`` (covering a lost wake) and wakes itself when the
         earliest delayed job becomes due or a claim lapses. A failed claim (the
         database away) backs off and claims again; it never ends the loop.
+
+        Leaving the loop early (``break``, ``aclose()``, the iterator collected, the
+        store closed) releases the jobs of the last batch not yet handed out:
+        pending again, their attempt uncounted.
         """
         engine_of(self._store)
         check_worker_id(worker_id)
@@ -625,14 +633,17 @@ class Queue(_Enqueuing):
                         continue  # failed and backed off: claim again
                     handles, hold = claimed
                     loop.held(hold)
-                    for handle in handles:
-                        yield handle
+                    loop.ahead.extend(handles)
+                    while loop.ahead:
+                        yield loop.ahead.popleft()
                     if len(handles) < batch:
                         await loop.wait_for_work()
             except StoreClosedError:
                 return  # closed while claiming: the loop ends quietly
             finally:
                 self._store._loops.discard(loop)
+                if loop.ahead and not self._store._closed:
+                    await loop.give_back()  # left early: what was never handed out
 
     def __repr__(self) -> str:
         return f"<alkstore.Queue {describe(self.name)}>"
