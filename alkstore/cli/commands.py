@@ -27,6 +27,7 @@ from alkstore.admin import GONE_AFTER_S, JOB_STATES
 from alkstore.app import App
 from alkstore.cli import render
 from alkstore.cli.logs import LOG_FORMATS, setup_logging
+from alkstore.cli.store_path import absolute_url, missing_default_store
 from alkstore.connect import connect
 from alkstore.core.names import check_name
 from alkstore.core.options import EnqueueOpts, QueueOpts
@@ -479,6 +480,10 @@ def worker(
     setup_logging(log_level, log_format)
     app = load_app(app_spec, show_traceback=show_traceback)
     _bind_app(ctx, app, url, schema)
+    refused = missing_default_store(app.url)
+    if refused is not None:
+        raise Failed(refused)
+    app.url = absolute_url(app.url)  # logged at start as the file it is, wherever we run
     unknown = [q for q in queues if q not in app.queues]
     if unknown:
         logging.getLogger("alkstore.worker").warning(

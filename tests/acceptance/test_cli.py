@@ -370,3 +370,57 @@ def test_schedules_uses_the_apps_own_url(tmp_path: Any) -> None:
     )
     assert "own-url-schedule" in ok(out)
     assert not (elsewhere / "alkstore.db").exists()
+
+
+NO_URL_APP = """
+import alkstore
+app = alkstore.App()
+
+@app.task(queue="nowhere")
+async def noop() -> None: ...
+"""
+
+
+def _cli_in(cwd: Any, *args: str) -> Any:
+    return subprocess.run(
+        [sys.executable, "-m", "alkstore", *args],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_worker_refuses_to_create_the_default_store(tmp_path: Any) -> None:
+    (tmp_path / "nourl.py").write_text(NO_URL_APP)
+    out = _cli_in(tmp_path, "worker", "nourl.py:app")
+    fails(out, 1, f"no store at {tmp_path}/alkstore.db")
+    assert f"--url sqlite:///{tmp_path}/alkstore.db" in out.stderr
+    assert "alkstore migrate" in out.stderr
+    assert not (tmp_path / "alkstore.db").exists()  # nothing created
+
+
+def test_a_worker_logs_the_absolute_path_of_a_relative_url(tmp_path: Any) -> None:
+    (tmp_path / "nourl.py").write_text(NO_URL_APP)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "alkstore", "worker", "nourl.py:app", "--url", "sqlite:///rel.db"],
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # until the start line (the pytest timeout bounds it)
+            if "concurrency" in line:
+                assert f"on sqlite:///{tmp_path}/rel.db" in line, line
+                break
+        proc.terminate()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (tmp_path / "rel.db").exists()  # named explicitly: created, as before
