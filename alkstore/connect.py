@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from alkstore.core.names import check_schema
-from alkstore.engines import open_engine, resolve_url
+from alkstore.engines import DEFAULT_URL, open_engine, resolve_url
 from alkstore.store import Store
 
-__all__ = ["connect"]
+__all__ = ["DEFAULT_URL", "connect", "resolve_url"]
 
 
 async def connect(url: str | None = None, *, schema: str = "alkstore", **options: Any) -> Store:

@@ -25,8 +25,8 @@ import click
 
 from alkstore.admin import GONE_AFTER_S, JOB_STATES
 from alkstore.app import App
-from alkstore.cli import render
-from alkstore.cli.logs import LOG_FORMATS, setup_logging
+from alkstore.cli import render, worker_options
+from alkstore.cli.logs import setup_logging
 from alkstore.cli.store_path import absolute_url, missing_default_store
 from alkstore.connect import connect
 from alkstore.core.names import check_name
@@ -340,109 +340,9 @@ def load_app(spec: str, *, show_traceback: bool = False) -> App:
     return app
 
 
-def _worker_option(*names: str, env: str, **kwargs: Any) -> Callable[[F], F]:
-    """A worker option settable by flag or by environment variable ``env``."""
-    return click.option(*names, envvar=env, show_envvar=True, **kwargs)
-
-
 @cli.command()
 @click.argument("app_spec", metavar="MODULE:APP")
-@_worker_option(
-    "--queue",
-    "-q",
-    env="ALKSTORE_WORKER_QUEUES",
-    multiple=True,
-    help="Queue to work (repeatable; the variable is space-separated) [every queue of the "
-    "app's tasks].",
-)
-@_worker_option(
-    "--concurrency",
-    "-c",
-    env="ALKSTORE_WORKER_CONCURRENCY",
-    type=click.IntRange(min=1),
-    default=8,
-    show_default=True,
-    help="Jobs run at once (sync tasks: threads).",
-)
-@_worker_option(
-    "--prefetch",
-    env="ALKSTORE_WORKER_PREFETCH",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Cap on jobs claimed ahead while handlers run [max(4×concurrency, 128)]; 0: none.",
-)
-@_worker_option(
-    "--grace",
-    env="ALKSTORE_WORKER_GRACE",
-    type=click.FloatRange(min=0),
-    default=30.0,
-    show_default=True,
-    help="Seconds running jobs get to finish after SIGTERM/SIGINT.",
-)
-@_worker_option(
-    "--poll-interval",
-    env="ALKSTORE_WORKER_POLL_INTERVAL",
-    type=click.FloatRange(min=0.001),
-    default=1.0,
-    show_default=True,
-    help="Seconds between re-polls covering a lost wake.",
-)
-@_worker_option(
-    "--sweep-interval",
-    env="ALKSTORE_WORKER_SWEEP_INTERVAL",
-    type=click.FloatRange(min=0.001),
-    default=60.0,
-    show_default=True,
-    help="Seconds between sweeps of expired jobs.",
-)
-@_worker_option(
-    "--dead-letter-retention",
-    env="ALKSTORE_WORKER_DEAD_LETTER_RETENTION",
-    type=click.FloatRange(min=0),
-    default=None,
-    help="Sweeps also purge dead jobs older than this many seconds [keep them].",
-)
-@_worker_option(
-    "--worker-id", env="ALKSTORE_WORKER_ID", default=None, help="Claimant name [host:pid:random]."
-)
-@_worker_option(
-    "--metrics-port",
-    env="ALKSTORE_WORKER_METRICS_PORT",
-    type=click.IntRange(0, 65535),
-    default=None,
-    help="Serve Prometheus metrics on this port (0: any free port; see the log).",
-)
-@_worker_option(
-    "--metrics-host",
-    env="ALKSTORE_WORKER_METRICS_HOST",
-    default="127.0.0.1",
-    show_default=True,
-    help="Address the metrics endpoint binds to.",
-)
-@_worker_option(
-    "--presence-interval",
-    env="ALKSTORE_WORKER_PRESENCE_INTERVAL",
-    type=click.FloatRange(min=0.01),
-    default=5.0,
-    show_default=True,
-    help="Seconds between refreshes of this worker's registry row, outcome counts and gauges.",
-)
-@_worker_option(
-    "--log-level",
-    env="ALKSTORE_WORKER_LOG_LEVEL",
-    type=click.Choice(["debug", "info", "warning", "error"]),
-    default="info",
-    show_default=True,
-    help="warning: only the non-success job lines.",
-)
-@_worker_option(
-    "--log-format",
-    env="ALKSTORE_WORKER_LOG_FORMAT",
-    type=click.Choice(LOG_FORMATS),
-    default="text",
-    show_default=True,
-    help="json: one object per line, a job outcome's fields at the top level.",
-)
+@worker_options.click_options
 @click.option(
     "--traceback",
     "show_traceback",
@@ -453,31 +353,20 @@ def _worker_option(*names: str, env: str, **kwargs: Any) -> Callable[[F], F]:
 @click.pass_context
 def worker(
     ctx: click.Context,
+    /,
     app_spec: str,
-    queue: tuple[str, ...],
-    concurrency: int,
-    prefetch: int | None,
-    grace: float,
-    poll_interval: float,
-    sweep_interval: float,
-    dead_letter_retention: float | None,
-    worker_id: str | None,
-    metrics_port: int | None,
-    metrics_host: str,
-    presence_interval: float,
-    log_level: str,
-    log_format: str,
     show_traceback: bool,
     url: str | None,
     schema: str | None,
+    **options: Any,
 ) -> None:
     """Run MODULE:APP's tasks until SIGTERM/SIGINT (a second signal stops at once).
 
     MODULE is a dotted module name (the current directory is importable) or a
     path to a .py file: alkstore worker ./shop.py:app.
     """
-    queues = queue
-    setup_logging(log_level, log_format)
+    queues: tuple[str, ...] = options["queue"]
+    setup_logging(options["log_level"], options["log_format"])
     app = load_app(app_spec, show_traceback=show_traceback)
     _bind_app(ctx, app, url, schema)
     refused = missing_default_store(app.url)
@@ -496,19 +385,7 @@ def worker(
 
     async def go() -> int:
         try:
-            runner = app.worker(
-                list(queues) or None,
-                concurrency=concurrency,
-                prefetch=prefetch,
-                grace_s=grace,
-                poll_interval_s=poll_interval,
-                sweep_interval_s=sweep_interval,
-                worker_id=worker_id,
-                metrics_port=metrics_port,
-                metrics_host=metrics_host,
-                presence_interval_s=presence_interval,
-                dead_letter_retention_s=dead_letter_retention,
-            )
+            runner = app.worker(list(queues) or None, **worker_options.worker_kwargs(options))
             made.append(runner)
             return await runner.run()
         finally:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from urllib.parse import urlsplit
 
-from alkstore.engines import DEFAULT_URL, resolve_url
+from alkstore.connect import DEFAULT_URL, resolve_url
 
 __all__ = ["absolute_url", "missing_default_store"]
 
