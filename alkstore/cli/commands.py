@@ -472,11 +472,17 @@ def schedules(ctx: click.Context, app_spec: str, url: str | None, schema: str | 
 
 @jobs.command("show")
 @click.argument("job_id", metavar="ID")
+@click.option("--full", is_flag=True, help="Print a long payload or result whole (not cut).")
 @_json_option
 @_store_options
 @click.pass_context
 def jobs_show(
-    ctx: click.Context, job_id: str, as_json: bool, url: str | None, schema: str | None
+    ctx: click.Context,
+    job_id: str,
+    full: bool,
+    as_json: bool,
+    url: str | None,
+    schema: str | None,
 ) -> None:
     """Every field of job ID, live or dead."""
     ident = _job_id(job_id)
@@ -491,12 +497,12 @@ def jobs_show(
         if as_json:
             render.print_json(render.job_json(job))
         else:
-            _out().print(render.job_detail(job))
+            _out().print(render.job_detail(job, full))
     elif outcome is not None:  # finished: only its kept result is left
         if as_json:
             render.print_json(render.outcome_json(outcome))
         else:
-            _out().print(render.outcome_detail(outcome))
+            _out().print(render.outcome_detail(outcome, full))
     else:
         raise Failed(f"no job {ident} (a finished job shows only while its result is kept)")
 

@@ -424,3 +424,12 @@ def test_a_worker_logs_the_absolute_path_of_a_relative_url(tmp_path: Any) -> Non
             proc.kill()
             proc.wait()
     assert (tmp_path / "rel.db").exists()  # named explicitly: created, as before
+
+
+async def test_jobs_show_cuts_a_long_payload_unless_full(target: Any) -> None:
+    job_id = ok(run_cli(target, "enqueue", "long", "-", stdin="x" * 10_000)).strip()
+    shown = ok(run_cli(target, "jobs", "show", job_id))
+    assert "10,000 characters; --full shows all" in shown
+    assert shown.count("x") < 5_000
+    whole = ok(run_cli(target, "jobs", "show", job_id, "--full"))
+    assert whole.count("x") >= 10_000 and "--full shows all" not in whole
