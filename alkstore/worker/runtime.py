@@ -81,6 +81,7 @@ log = logging.getLogger("alkstore.worker")
 ERROR_MAX_CHARS = 8000
 PREFETCH_WAIT_S = 0.05  # a buffered job should wait about this long for a slot, at most
 HEARTBEAT_FRACTION = 1 / 3  # beat when a third of the visibility timeout has passed
+RECEIPT_MAX_AGE_S = 3600.0  # ack receipts of workers gone this long are deleted
 INTERRUPTED = "interrupted: the worker stopped before the handler finished"
 
 
@@ -378,6 +379,7 @@ class Worker:
                 self.metrics_server.server_port,
             )
         signals = self._install_signals(loop)
+        await self._drop_receipts(store)  # our own (none yet) and those of long-gone workers
         log.info(
             "worker %s: queues %s, concurrency %d, on %s",
             self.worker_id,
@@ -407,6 +409,7 @@ class Worker:
                         helper.cancel()
                     await asyncio.gather(*helpers, return_exceptions=True)
                     await presence.leave()
+                    await self._drop_receipts(store)
         finally:
             self._sub = None
             if self.metrics_server is not None:
@@ -419,6 +422,12 @@ class Worker:
                 self._pool.shutdown(wait=False, cancel_futures=True)
         log.info("worker %s stopped: %s", self.worker_id, dict(self.counts) or "no jobs")
         return 1 if self._forced else 0
+
+    async def _drop_receipts(self, store: Store) -> None:
+        try:
+            await store._drop_ack_receipts(self.worker_id, RECEIPT_MAX_AGE_S)
+        except AlkstoreError as e:
+            log.warning("worker %s: could not drop ack receipts: %s", self.worker_id, e)
 
     def _install_signals(self, loop: asyncio.AbstractEventLoop) -> list[int]:
         if not self.handle_signals:
@@ -678,13 +687,18 @@ class Worker:
                 self._runs.discard(run)
 
     async def _ack_runs(self, runs: list[_Run]) -> list[bool]:
-        """The fenced acks; a database error is retried a few times (else the claims
-        lapse and the jobs run again: at-least-once)."""
+        """The fenced acks, with this worker's receipt (docs/contract.md, "Ack
+        receipts"); a database error is retried a few times with the same batch
+        token, so a retry answers for an attempt whose reply was lost: a claim
+        counts as acked only when the receipt proves it, never because its row
+        is gone (another claim may have acked it). If every try fails, the claims
+        lapse and the jobs run again (at-least-once): counted ``lost``."""
         assert self._store is not None
         handles = [run.handle for run in runs]
+        token = uuid.uuid4().hex
         for attempt in range(4):
             try:
-                acked = await self._store.ack_many(handles)
+                return await self._store._ack_receipted(handles, self.worker_id, token)
             except StoreClosedError:
                 break
             except AlkstoreError as e:
@@ -693,30 +707,7 @@ class Worker:
                     break
                 log.warning("ack of %d job(s) failed (%s); retrying", len(handles), e)
                 await asyncio.sleep(0.1 * 2**attempt)
-                continue
-            if attempt and not all(acked):
-                acked = await self._acked_before(handles, acked)
-            return acked
         return [False] * len(handles)
-
-    async def _acked_before(self, handles: list[JobHandle], acked: list[bool]) -> list[bool]:
-        """After a failed ack whose commit may have landed (the connection died on
-        the way back), the retry refuses the rows that attempt already deleted.
-        A refused row that is gone was acked (by that attempt; the retry comes
-        well inside the visibility timeout, so no other worker can have claimed,
-        run and acked it meanwhile), not lost: answer ``True`` for it. A row
-        still there is really not ours any more (its claim lapsed)."""
-        assert self._store is not None
-        out = list(acked)
-        for i, (handle, ok) in enumerate(zip(handles, acked, strict=True)):
-            if ok:
-                continue
-            try:
-                row = await self._store.queue(handle.job.queue).get_job(handle.job.id)
-            except AlkstoreError:
-                continue
-            out[i] = row is None
-        return out
 
     @staticmethod
     def _retry(run: _Run, name: str, error: str) -> _Outcome:
