@@ -62,12 +62,20 @@ from alkstore.core.flow import CANCEL_NOTE, RECLAIMED_NOTE
 from alkstore.core.names import check_name, check_worker_id
 from alkstore.core.options import QueueOpts, check_non_negative, check_positive, describe
 from alkstore.core.results import encode_result
-from alkstore.errors import AlkstoreError, InvalidArgumentError, PayloadError, StoreClosedError
+from alkstore.errors import (
+    AlkstoreError,
+    EngineError,
+    InvalidArgumentError,
+    PayloadError,
+    StoreClosedError,
+)
 from alkstore.store import JobHandle, Queue, Store
 from alkstore.tasks import BadCall, Fail, Snooze, Task, decode_call, decode_envelope
 from alkstore.tracing import process_span, recording
 from alkstore.worker.context import RunningJob, reset_current, set_current
+from alkstore.worker.netwait import STOPPING_WAIT_S, DbWaits
 from alkstore.worker.presence import Presence
+from alkstore.worker.unknown import UNKNOWN_DELAY_S, UNKNOWN_MAX_AGE_S, UnknownTasks
 
 if TYPE_CHECKING:
     from alkstore.app import App
@@ -81,6 +89,8 @@ log = logging.getLogger("alkstore.worker")
 ERROR_MAX_CHARS = 8000
 PREFETCH_WAIT_S = 0.05  # a buffered job should wait about this long for a slot, at most
 HEARTBEAT_FRACTION = 1 / 3  # beat when a third of the visibility timeout has passed
+LAPSE_MARGIN_S = 1.0  # a handler stops this long before its claim lapses by our clock
+OPEN_WAIT_S = 600.0  # opening the store may migrate it; a stop cuts the wait short
 RECEIPT_MAX_AGE_S = 3600.0  # ack receipts of workers gone this long are deleted
 INTERRUPTED = "interrupted: the worker stopped before the handler finished"
 
@@ -173,7 +183,9 @@ class _Run:
 
     __slots__ = (
         "acking",
+        "beating",
         "done",
+        "expires",
         "finished",
         "freed",
         "handle",
@@ -186,12 +198,19 @@ class _Run:
         "task",
     )
 
-    def __init__(self, handle: JobHandle, now: float, poll_beat_s: float | None) -> None:
+    def __init__(
+        self, handle: JobHandle, now: float, sent: float, poll_beat_s: float | None
+    ) -> None:
         self.handle = handle
         self.job = RunningJob(handle.job._row)  # what current_job() gives the handler
         self.started = now  # claimed; reset when the handler starts
         self.finished = 0.0  # when the handler returned
-        self.next_beat = now + beat_period(handle.job.visibility_timeout_s, poll_beat_s)
+        vt = handle.job.visibility_timeout_s
+        self.next_beat = now + beat_period(vt, poll_beat_s)
+        # when the claim lapses at the latest, by this worker's clock: the database set
+        # its deadline after the request was sent (monotonic)
+        self.expires = sent + vt
+        self.beating = False  # a heartbeat of it is in flight
         self.done = False  # the handler finished; its outcome is being written
         self.freed = False  # its slot is free again
         self.lost = False  # a heartbeat was refused: the claim is no longer ours
@@ -200,6 +219,14 @@ class _Run:
         self.revoked: str | None = None
         self.name = "?"  # the task's name, once decoded
         self.task: asyncio.Task[None] | None = None  # None while buffered
+
+
+def lapse_margin(visibility_timeout_s: float) -> float:
+    """How long before its claim's lapse (by this worker's clock) a handler is stopped:
+    ``LAPSE_MARGIN_S``, at most a quarter of the timeout. It covers the rate drift of
+    the two clocks and a late timer; the deadline itself is already early (counted
+    from before the claim or heartbeat was sent)."""
+    return min(LAPSE_MARGIN_S, visibility_timeout_s / 4)
 
 
 def beat_period(visibility_timeout_s: float, poll_beat_s: float | None) -> float:
@@ -239,6 +266,7 @@ class Worker:
         metrics: Metrics | None = None,
         metrics_port: int | None = None,
         metrics_host: str = "127.0.0.1",
+        unknown_task_max_age_s: float | None = UNKNOWN_MAX_AGE_S,
     ) -> None:
         self.app = app
         self.schedule = schedule
@@ -267,6 +295,10 @@ class Worker:
         self.queue_opts = QueueOpts(dead_letter_retention_s=dead_letter_retention_s)
         self.handle_signals = handle_signals
         self.presence_interval_s = check_positive("presence_interval_s", presence_interval_s)
+        if unknown_task_max_age_s is not None:
+            check_non_negative("unknown_task_max_age_s", unknown_task_max_age_s)
+        self._unknown = UnknownTasks(self.worker_id, unknown_task_max_age_s)
+        self._db = DbWaits(self.worker_id)
         if metrics_port is not None and (
             type(metrics_port) is not int or not 0 <= metrics_port <= 65535
         ):
@@ -323,6 +355,7 @@ class Worker:
         first = not self._stopping
         self._stopping = True
         self._forced = self._forced or force
+        self._db.stopping(self._forced)
         for event in (self._stop_event, self._slot_freed):
             if event is not None:
                 event.set()
@@ -332,17 +365,33 @@ class Worker:
 
     def _on_signal(self, signum: int) -> None:
         name = signal.Signals(signum).name
+        running, ahead, writing = self._held()
         if self._stopping:
-            log.warning("%s again: stopping now (%d jobs given back)", name, len(self._runs))
+            log.warning(
+                "%s again: stopping now (%d running handler(s) cancelled, their jobs given "
+                "back; %d outcome(s) not yet written are left to their claims' lapse)",
+                name,
+                running,
+                writing,
+            )
             self._stop(True)
         else:
             log.info(
-                "%s: no more claims; %d running job(s) get %.0fs to finish",
+                "%s: no more claims; %d running job(s) get %.0fs to finish, %d claimed "
+                "ahead are released unrun, %d await their outcome's write",
                 name,
-                len(self._runs),
+                running,
                 self.grace_s,
+                ahead,
+                writing,
             )
             self._stop(False)
+
+    def _held(self) -> tuple[int, int, int]:
+        """Held claims: (handlers running, claimed ahead unstarted, outcome being written)."""
+        ahead = len(self._ready)
+        writing = sum(1 for run in self._runs if run.done)
+        return len(self._runs) - ahead - writing, ahead, writing
 
     @property
     def running(self) -> int:
@@ -357,7 +406,30 @@ class Worker:
         self._stop_event = asyncio.Event()
         self._slot_freed = asyncio.Event()
         self._beat_changed = asyncio.Event()
-        store = await self.app.connect()
+        self._db.start()
+        # first: a signal while the store opens stops the worker cleanly
+        signals = self._install_signals(loop)
+        try:
+            return await self._run(loop)
+        finally:
+            self._sub = None
+            if self.metrics_server is not None:
+                self.metrics_server.shutdown()
+                self.metrics_server.server_close()
+                self.metrics_server = None
+            for signum in signals:
+                loop.remove_signal_handler(signum)
+            if self._pool is not None:
+                self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _run(self, loop: asyncio.AbstractEventLoop) -> int:
+        try:
+            store = await self._db.call(self.app.connect(), "connect", timeout_s=OPEN_WAIT_S)
+        except AlkstoreError:
+            if not self._stopping:
+                raise
+            log.info("worker %s stopped while opening the store", self.worker_id)
+            return 1 if self._forced else 0
         self._store = store
         self._poll_beat_s = None if store.listens else self.poll_interval_s
         queues = [store.queue(name, self.queue_opts) for name in self.queues]
@@ -378,8 +450,9 @@ class Worker:
                 self.metrics_host,
                 self.metrics_server.server_port,
             )
-        signals = self._install_signals(loop)
-        await self._drop_receipts(store)  # our own (none yet) and those of long-gone workers
+        await self._quietly(  # our own (none yet) and those of long-gone workers
+            store._drop_ack_receipts(self.worker_id, RECEIPT_MAX_AGE_S), "drop ack receipts"
+        )
         log.info(
             "worker %s: queues %s, concurrency %d, on %s",
             self.worker_id,
@@ -387,47 +460,51 @@ class Worker:
             self.concurrency,
             redact_url(store.url),
         )
+        sub = store._wake_subscription(*self.queues)
         try:
-            async with store._wake_subscription(*self.queues) as sub:
-                self._sub = sub
-                if self._stopping:
-                    await sub.aclose()
-                helpers = [
-                    loop.create_task(self._heartbeat_loop()),
-                    loop.create_task(self._sweep_loop(queues)),
-                    loop.create_task(presence.run()),
-                    loop.create_task(self._cancel_watch(store)),
-                ]
-                if self.schedule and self.app.schedules:
-                    helpers.append(loop.create_task(self._schedule_loop(store)))
-                try:
-                    await self._claim_loop(store, queues, sub)
-                finally:
-                    self._stopping = True
-                    await self._drain()
-                    for helper in helpers:
-                        helper.cancel()
-                    await asyncio.gather(*helpers, return_exceptions=True)
-                    await presence.leave()
-                    await self._drop_receipts(store)
+            await self._db.call(sub.__aenter__(), "listen", timeout_s=OPEN_WAIT_S)
+            self._sub = sub
+            if self._stopping:
+                await sub.aclose()
+            helpers = [
+                loop.create_task(self._heartbeat_loop()),
+                loop.create_task(self._sweep_loop(queues)),
+                loop.create_task(presence.run()),
+                loop.create_task(self._cancel_watch(store)),
+            ]
+            if self.schedule and self.app.schedules:
+                helpers.append(loop.create_task(self._schedule_loop(store)))
+            try:
+                await self._claim_loop(store, queues, sub)
+            finally:
+                self._stopping = True
+                await self._drain()
+                for helper in helpers:
+                    helper.cancel()
+                # a helper stuck in a database call is left to end in the background
+                await asyncio.wait(helpers, timeout=0.0 if self._forced else STOPPING_WAIT_S)
+                if not self._forced:
+                    await self._quietly(presence.leave(), "unregister")
+                    await self._quietly(
+                        store._drop_ack_receipts(self.worker_id, RECEIPT_MAX_AGE_S),
+                        "drop ack receipts",
+                    )
+        except StoreClosedError:
+            if not self._stopping:
+                raise
         finally:
-            self._sub = None
-            if self.metrics_server is not None:
-                self.metrics_server.shutdown()
-                self.metrics_server.server_close()
-                self.metrics_server = None
-            for signum in signals:
-                loop.remove_signal_handler(signum)
-            if self._pool is not None:
-                self._pool.shutdown(wait=False, cancel_futures=True)
+            await self._quietly(sub.aclose(), "unlisten")
         log.info("worker %s stopped: %s", self.worker_id, dict(self.counts) or "no jobs")
         return 1 if self._forced else 0
 
-    async def _drop_receipts(self, store: Store) -> None:
+    async def _quietly(self, op: Awaitable[Any], what: str) -> None:
+        """A bounded best-effort database call: a failure is logged, not raised."""
         try:
-            await store._drop_ack_receipts(self.worker_id, RECEIPT_MAX_AGE_S)
+            await self._db.call(op, what)
+        except StoreClosedError:
+            pass
         except AlkstoreError as e:
-            log.warning("worker %s: could not drop ack receipts: %s", self.worker_id, e)
+            log.warning("worker %s: %s failed: %s", self.worker_id, what, e)
 
     def _install_signals(self, loop: asyncio.AbstractEventLoop) -> list[int]:
         if not self.handle_signals:
@@ -469,7 +546,10 @@ class Worker:
                     continue  # backed off after a failure, or the claim filled what we want
                 # every queue came back short: wait for a wake, a due job, the rate
                 # limit's next slot or the re-poll
-                await loop.wait_for_work()
+                with contextlib.suppress(EngineError):  # no answer: logged; claim again
+                    await self._db.call(
+                        loop.wait_for_work(), "next due", self.poll_interval_s + self._db.timeout_s
+                    )
         except StoreClosedError:
             if not self._stopping:
                 log.error("worker %s: the store was closed; stopping", self.worker_id)
@@ -480,11 +560,12 @@ class Worker:
         """Claim from each queue in turn until ``want`` jobs are held; how many are missing."""
         for i in range(len(queues)):
             queue = queues[(turn + i) % len(queues)]
-            handles, hold = await queue.claim_held(self.worker_id, want)
+            sent = time.monotonic()
+            handles, hold = await self._db.call(queue.claim_held(self.worker_id, want), "claim")
             loop.held(hold)  # a rate limit held this queue back until then
             if handles and self.metrics is not None:
                 self._observe_claim(queue.name, handles)
-            self._take(handles)
+            self._take(handles, sent)
             want -= len(handles)
             if want == 0:
                 break
@@ -502,15 +583,16 @@ class Worker:
         return min(self.prefetch, fits)
 
     # -- one job ------------------------------------------------------------------
-    def _take(self, handles: list[JobHandle]) -> None:
-        """Hold freshly claimed jobs: buffer them, then start as many as slots allow."""
+    def _take(self, handles: list[JobHandle], sent: float) -> None:
+        """Hold freshly claimed jobs (claimed by a request ``sent`` then): buffer them,
+        then start as many as slots allow."""
         assert self._beat_changed is not None
         if not handles:
             return
         now = time.monotonic()
         self._traced = recording()  # asked once per batch, not per job
         for handle in handles:
-            run = _Run(handle, now, self._poll_beat_s)
+            run = _Run(handle, now, sent, self._poll_beat_s)
             self._runs.add(run)
             self._ready.append(run)
             if run.next_beat < self._beat_at:
@@ -578,11 +660,12 @@ class Worker:
             name, arguments, trace = decode_envelope(job.payload)
             task = self.app.find_task(name)
             if task is None:  # e.g. a rolling deploy: a newer worker may know it
-                known = ", ".join(sorted(self.app.tasks)) or "none"
                 run.done = True
-                return self._retry(
-                    run, name, f"unknown task {describe(name)} (this worker knows: {known})"
-                )
+                return self._unknown_task(run, describe(name))
+        except BadCall:  # not a task call (e.g. a newer envelope): the same policy
+            run.done = True
+            return self._unknown_task(run, "? (the payload is not a task call)")
+        try:
             args, kwargs = task.call_arguments(arguments)
         except BadCall as e:
             run.done = True
@@ -646,6 +729,18 @@ class Worker:
         finally:
             reset_current(token)
 
+    def _unknown_task(self, run: _Run, name: str) -> _Outcome:
+        """Give the job back unrun (attempt uncounted), or dead-letter it once this
+        worker has given it back for ``unknown_task_max_age_s`` (``unknown.py``)."""
+        handle = run.handle
+        job = handle.job
+        known = ", ".join(sorted(self.app.tasks)) or "none"
+        if self._unknown.give_back(job.id, name, job.queue, known):
+            op = functools.partial(handle.snooze, UNKNOWN_DELAY_S)
+            return name, "unknown", op, None
+        error = self._unknown.error(name)
+        return name, "dead", functools.partial(handle.fail, error), error
+
     async def _call(self, task: Task[Any, Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
         if task.is_async:
             return await task.fn(*args, **kwargs)
@@ -688,25 +783,35 @@ class Worker:
 
     async def _ack_runs(self, runs: list[_Run]) -> list[bool]:
         """The fenced acks, with this worker's receipt (docs/contract.md, "Ack
-        receipts"); a database error is retried a few times with the same batch
-        token, so a retry answers for an attempt whose reply was lost: a claim
-        counts as acked only when the receipt proves it, never because its row
-        is gone (another claim may have acked it). If every try fails, the claims
-        lapse and the jobs run again (at-least-once): counted ``lost``."""
+        receipts"). A database error is retried with the same batch token until the
+        batch's claims lapse (or a forced stop), so a retry answers for an attempt
+        whose reply was lost: a claim counts as acked only when the receipt proves
+        it, never because its row is gone (another claim may have acked it). If no
+        try gets through, the claims lapse and the jobs run again (at-least-once):
+        counted ``lost``."""
         assert self._store is not None
         handles = [run.handle for run in runs]
         token = uuid.uuid4().hex
-        for attempt in range(4):
+        # past the claims' lapse a retry acks nothing new, but the receipt still proves
+        # an earlier attempt; later batches wait behind this one meanwhile
+        until = max(run.expires + run.handle.job.visibility_timeout_s for run in runs)
+        failures = 0
+        while True:
             try:
-                return await self._store._ack_receipted(handles, self.worker_id, token)
+                return await self._db.call(
+                    self._store._ack_receipted(handles, self.worker_id, token), "ack"
+                )
             except StoreClosedError:
                 break
             except AlkstoreError as e:
-                if attempt == 3:
+                failures += 1
+                pause = min(0.1 * 2**failures, 2.0)
+                if self._forced or time.monotonic() + pause > until:
                     log.warning("ack of %d job(s) failed: %s", len(handles), e)
                     break
-                log.warning("ack of %d job(s) failed (%s); retrying", len(handles), e)
-                await asyncio.sleep(0.1 * 2**attempt)
+                if failures == 1:
+                    log.warning("ack of %d job(s) failed (%s); retrying", len(handles), e)
+                await asyncio.sleep(pause)
         return [False] * len(handles)
 
     @staticmethod
@@ -720,7 +825,7 @@ class Worker:
     ) -> None:
         """Await the handle operation ``op``, then count and log the outcome."""
         try:
-            done = await op
+            done = await self._db.call(op, f"outcome {outcome}")
         except StoreClosedError:
             done = False
         except AlkstoreError as e:
@@ -732,6 +837,10 @@ class Worker:
         """Count and log one outcome (``lost``: the claim lapsed, or the job was
         cancelled, so it is not ours any more)."""
         self.counts[outcome] += 1
+        if outcome == "unknown":  # given back unrun: not a finished run (warned in unknown.py)
+            if log.isEnabledFor(logging.DEBUG):
+                self._log(logging.DEBUG, run, name, outcome, None)
+            return
         self._observe(run, name, outcome)
         level = logging.INFO if outcome == "success" else logging.WARNING
         if log.isEnabledFor(level):
@@ -797,6 +906,15 @@ class Worker:
                         continue
                     if newer is not None and job.attempts >= newer:
                         continue  # that claim is ours (or later than the one announced)
+                    if run.done:  # its handler returned: nothing to stop
+                        log.warning(
+                            "job %d (queue %s): %s after its handler returned; its outcome "
+                            "is refused unless it was written first",
+                            job_id,
+                            note.channel,
+                            "cancelled" if why == "cancelled" else "reclaimed by another claim",
+                        )
+                        continue
                     log.warning(
                         "job %d (queue %s): %s; stopping it",
                         job_id,
@@ -829,43 +947,104 @@ class Worker:
 
     # -- heartbeats and sweeps --------------------------------------------------------
     async def _heartbeat_loop(self) -> None:
+        """Beat every held claim when due (in the background: a beat waiting on a dead
+        connection holds up nothing), and stop the handler of a claim that lapsed by
+        this worker's own clock (``_lapse``): a cut-off worker's claims are taken
+        over by others at their deadline, whether or not it hears about it."""
         assert self._beat_changed is not None
-        while True:
-            now = time.monotonic()
-            due = [r for r in self._runs if not r.done and not r.lost and r.next_beat <= now]
-            if due:
-                results = await asyncio.gather(
-                    *(r.handle.heartbeat() for r in due), return_exceptions=True
-                )
-                for run, result in zip(due, results, strict=True):
-                    if result is True:
-                        vt = run.handle.job.visibility_timeout_s
-                        run.next_beat = now + beat_period(vt, self._poll_beat_s)
-                    elif result is False:
-                        if not run.done:
-                            job = run.handle.job
-                            log.warning(
-                                "job %d (queue %s): heartbeat refused; the claim lapsed or "
-                                "the job was cancelled: stopping it, no outcome is recorded",
-                                job.id,
-                                job.queue,
-                            )
-                            self._revoke(run, "lost")
-                    else:  # the database hiccuped: beat again soon
-                        log.warning("heartbeat of job %d failed: %s", run.handle.job.id, result)
-                        run.next_beat = now + min(0.25, run.handle.job.visibility_timeout_s / 10)
-            pending = [r.next_beat for r in self._runs if not r.done and not r.lost]
-            wait = max(min(pending) - time.monotonic(), 0.0) if pending else 60.0
-            self._beat_at = time.monotonic() + wait
-            self._beat_changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._beat_changed.wait(), wait)
+        beats: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                now = time.monotonic()
+                self._lapse(now)
+                due = [
+                    r
+                    for r in self._runs
+                    if not r.done and not r.lost and not r.beating and r.next_beat <= now
+                ]
+                if due:
+                    for run in due:
+                        run.beating = True
+                    beat = asyncio.ensure_future(self._beat(due, now))
+                    beats.add(beat)
+                    beat.add_done_callback(beats.discard)
+                wake = 60.0
+                for r in self._runs:
+                    if r.done or r.lost:
+                        continue
+                    wake = min(wake, r.expires - lapse_margin(r.handle.job.visibility_timeout_s))
+                    if not r.beating:
+                        wake = min(wake, r.next_beat)
+                wait = min(max(wake - time.monotonic(), 0.0), 60.0) if self._runs else 60.0
+                self._beat_at = time.monotonic() + wait
+                self._beat_changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._beat_changed.wait(), wait)
+        finally:
+            for beat in beats:
+                beat.cancel()
+
+    async def _beat(self, due: list[_Run], sent: float) -> None:
+        """One round of heartbeats, sent at ``sent`` (monotonic)."""
+        assert self._beat_changed is not None
+        try:
+            results = await self._db.call(self._heartbeats(due), "heartbeat")
+        except AlkstoreError as e:
+            results = [e] * len(due)
+        for run, result in zip(due, results, strict=True):
+            run.beating = False
+            vt = run.handle.job.visibility_timeout_s
+            if result is True:
+                run.next_beat = sent + beat_period(vt, self._poll_beat_s)
+                run.expires = sent + vt
+            elif result is False:
+                if not run.done and run.revoked is None:
+                    job = run.handle.job
+                    log.warning(
+                        "job %d (queue %s): heartbeat refused; the claim lapsed or "
+                        "the job was cancelled: stopping it, no outcome is recorded",
+                        job.id,
+                        job.queue,
+                    )
+                    self._revoke(run, "lost")
+            else:  # the database hiccuped: beat again soon
+                log.debug("heartbeat of job %d failed: %s", run.handle.job.id, result)
+                run.next_beat = time.monotonic() + min(0.25, vt / 10)
+        self._beat_changed.set()
+
+    @staticmethod
+    async def _heartbeats(due: list[_Run]) -> list[Any]:
+        """Each run's heartbeat answer (or error); the error itself when all failed."""
+        results = await asyncio.gather(*(r.handle.heartbeat() for r in due), return_exceptions=True)
+        first = results[0]
+        if isinstance(first, AlkstoreError) and all(isinstance(r, AlkstoreError) for r in results):
+            raise first
+        return results
+
+    def _lapse(self, now: float) -> None:
+        """Stop the handlers whose claims lapsed by this worker's clock (less the margin):
+        no heartbeat got through in time, so another worker may claim the job now."""
+        for run in self._runs:
+            if run.done or run.revoked is not None:
+                continue
+            vt = run.handle.job.visibility_timeout_s
+            if now < run.expires - lapse_margin(vt):
+                continue
+            job = run.handle.job
+            log.warning(
+                "job %d (queue %s): its claim lapses in %.1fs by this worker's clock and no "
+                "heartbeat got through: stopping it, no outcome is recorded",
+                job.id,
+                job.queue,
+                max(run.expires - now, 0.0),
+            )
+            self._revoke(run, "lost")
 
     async def _sweep_loop(self, queues: list[Queue]) -> None:
         while True:
             for queue in queues:
                 try:
-                    result = await queue.sweep_expired()
+                    result = await self._db.call(queue.sweep_expired(), "sweep")
                 except StoreClosedError:
                     return
                 except AlkstoreError as e:
@@ -888,7 +1067,7 @@ class Worker:
         schedules = self.app.schedules
         while not self._stopping:
             try:
-                for tick in await enqueue_due(store, schedules):
+                for tick in await self._db.call(enqueue_due(store, schedules), "schedule"):
                     if tick.enqueued is None:
                         log.info("schedule %r: tick %s skipped (still running)", *_tick(tick))
                     elif not tick.enqueued.duplicate:
@@ -931,9 +1110,7 @@ class Worker:
         if self._ack_flush is not None:
             await asyncio.gather(self._ack_flush, return_exceptions=True)
         back = [r for r in leftovers if not r.handle.consumed and r.revoked is None]
-        results = await asyncio.gather(
-            *(r.handle.retry(INTERRUPTED, delay_s=0) for r in back), return_exceptions=True
-        )
+        results = await self._each(r.handle.retry(INTERRUPTED, delay_s=0) for r in back)
         for run, result in zip(back, results, strict=True):
             job = run.handle.job
             if result is True:
@@ -959,6 +1136,16 @@ class Worker:
                 self.abandoned_threads,
             )
 
+    async def _each(self, ops: Iterable[Awaitable[bool]]) -> list[bool | BaseException]:
+        """Give-backs at the stop, concurrently, within the stop's bound on waits."""
+        ops = list(ops)
+        if not ops:
+            return []
+        try:
+            return await self._db.call(asyncio.gather(*ops, return_exceptions=True), "give back")
+        except AlkstoreError as e:
+            return [e] * len(ops)
+
     @property
     def abandoned_threads(self) -> int:
         """Sync handlers still running in a thread whose jobs are no longer this
@@ -971,9 +1158,7 @@ class Worker:
         self._ready.clear()
         if not buffered:
             return
-        results = await asyncio.gather(
-            *(r.handle.release() for r in buffered), return_exceptions=True
-        )
+        results = await self._each(r.handle.release() for r in buffered)
         for run in buffered:
             self._runs.discard(run)
         released = sum(1 for result in results if result is True)
