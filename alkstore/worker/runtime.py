@@ -82,7 +82,7 @@ if TYPE_CHECKING:
     from alkstore.metrics import Metrics
     from alkstore.subscription import Subscription
 
-__all__ = ["Worker"]
+__all__ = ["Worker", "catch_early_signals"]
 
 log = logging.getLogger("alkstore.worker")
 
@@ -93,6 +93,21 @@ LAPSE_MARGIN_S = 1.0  # a handler stops this long before its claim lapses by our
 OPEN_WAIT_S = 600.0  # opening the store may migrate it; a stop cuts the wait short
 RECEIPT_MAX_AGE_S = 3600.0  # ack receipts of workers gone this long are deleted
 INTERRUPTED = "interrupted: the worker stopped before the handler finished"
+
+
+_early_signals: list[int] = []  # caught before a Worker took the signals over
+
+
+def catch_early_signals() -> None:
+    """Record SIGTERM/SIGINT until a Worker's run takes the signals over, which then
+    acts on them: a signal while the app imports or the store opens stops the worker
+    cleanly instead of killing it. For the main thread of a worker process (the CLI)."""
+
+    def record(signum: int, _frame: object) -> None:
+        _early_signals.append(signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, record)
 
 
 def redact_url(url: str) -> str:
@@ -516,6 +531,10 @@ class Worker:
             except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
                 continue
             installed.append(signum)
+        pending = [early for early in _early_signals if early in installed]
+        _early_signals.clear()
+        for early in pending:
+            self._on_signal(early)
         return installed
 
     async def _pause(self, seconds: float) -> None:
