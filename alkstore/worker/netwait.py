@@ -67,9 +67,12 @@ class DbWaits:
             if on and future is not None and not future.done():
                 future.set_result(None)
 
-    async def call(self, op: Awaitable[T], what: str, timeout_s: float | None = None) -> T:
+    async def call(
+        self, op: Awaitable[T], what: str, timeout_s: float | None = None, *, judge: bool = True
+    ) -> T:
         """Await ``op`` within the bounds; ``EngineError`` when given up on,
-        ``StoreClosedError`` when the stop was forced."""
+        ``StoreClosedError`` when the stop was forced. ``judge``: its answer says
+        whether the database answers (not so for a wait that swallows errors)."""
         stopping, forced = self._stopping, self._forced
         assert stopping is not None and forced is not None
         task = asyncio.ensure_future(op)
@@ -96,7 +99,7 @@ class DbWaits:
             task.add_done_callback(_retrieve)
             raise
         if task.done():
-            return self._answer(task, what)
+            return self._answer(task) if judge else task.result()
         task.cancel()  # it ends in the background; its answer is not used
         task.add_done_callback(_retrieve)
         if forced.done():
@@ -105,7 +108,7 @@ class DbWaits:
         self.failed(error)
         raise error
 
-    def _answer(self, task: asyncio.Future[T], what: str) -> T:
+    def _answer(self, task: asyncio.Future[T]) -> T:
         try:
             result = task.result()
         except EngineError as e:

@@ -477,7 +477,7 @@ class Worker:
         )
         sub = store._wake_subscription(*self.queues)
         try:
-            await self._db.call(sub.__aenter__(), "listen", timeout_s=OPEN_WAIT_S)
+            await self._db.call(sub.__aenter__(), "listen", OPEN_WAIT_S, judge=False)
             self._sub = sub
             if self._stopping:
                 await sub.aclose()
@@ -499,7 +499,7 @@ class Worker:
                 # a helper stuck in a database call is left to end in the background
                 await asyncio.wait(helpers, timeout=0.0 if self._forced else STOPPING_WAIT_S)
                 if not self._forced:
-                    await self._quietly(presence.leave(), "unregister")
+                    await self._quietly(presence.leave(), "unregister", judge=False)
                     await self._quietly(
                         store._drop_ack_receipts(self.worker_id, RECEIPT_MAX_AGE_S),
                         "drop ack receipts",
@@ -508,14 +508,14 @@ class Worker:
             if not self._stopping:
                 raise
         finally:
-            await self._quietly(sub.aclose(), "unlisten")
+            await self._quietly(sub.aclose(), "unlisten", judge=False)
         log.info("worker %s stopped: %s", self.worker_id, dict(self.counts) or "no jobs")
         return 1 if self._forced else 0
 
-    async def _quietly(self, op: Awaitable[Any], what: str) -> None:
+    async def _quietly(self, op: Awaitable[Any], what: str, *, judge: bool = True) -> None:
         """A bounded best-effort database call: a failure is logged, not raised."""
         try:
-            await self._db.call(op, what)
+            await self._db.call(op, what, judge=judge)
         except StoreClosedError:
             pass
         except AlkstoreError as e:
@@ -567,7 +567,10 @@ class Worker:
                 # limit's next slot or the re-poll
                 with contextlib.suppress(EngineError):  # no answer: logged; claim again
                     await self._db.call(
-                        loop.wait_for_work(), "next due", self.poll_interval_s + self._db.timeout_s
+                        loop.wait_for_work(),
+                        "next due",
+                        self.poll_interval_s + self._db.timeout_s,
+                        judge=False,
                     )
         except StoreClosedError:
             if not self._stopping:
@@ -1161,7 +1164,9 @@ class Worker:
         if not ops:
             return []
         try:
-            return await self._db.call(asyncio.gather(*ops, return_exceptions=True), "give back")
+            return await self._db.call(
+                asyncio.gather(*ops, return_exceptions=True), "give back", judge=False
+            )
         except AlkstoreError as e:
             return [e] * len(ops)
 
