@@ -58,6 +58,8 @@ class DbWaits:
         loop = asyncio.get_running_loop()
         self._stopping = loop.create_future()
         self._forced = loop.create_future()
+        if self._stopped_at is not None:  # stopped before it ran
+            self._stopping.set_result(None)
 
     def stopping(self, forced: bool) -> None:
         """Shorten the waits in flight (``forced``: end them now)."""

@@ -295,6 +295,8 @@ class Worker:
         self._slot_freed = asyncio.Event()
         self._beat_changed = asyncio.Event()
         self._db.start()
+        if self._forced:
+            self._db.stopping(True)
         # first: a signal while the store opens stops the worker cleanly
         signals = self._install_signals(loop)
         try:
@@ -311,6 +313,9 @@ class Worker:
                 self._pool.shutdown(wait=False, cancel_futures=True)
 
     async def _run(self, loop: asyncio.AbstractEventLoop) -> int:
+        if self._stopping:
+            log.info("worker %s stopped before it opened the store", self.worker_id)
+            return 1 if self._forced else 0
         try:
             store = await self._db.call(self.app.connect(), "connect", timeout_s=OPEN_WAIT_S)
         except AlkstoreError:
