@@ -205,6 +205,26 @@ class Store:
             handle._consumed = True
         return [(item[1], item[2]) in acked for item in items]
 
+    async def _ack_receipted(
+        self, handles: Sequence[JobHandle], owner: str, token: str
+    ) -> list[bool]:
+        """:meth:`ack_many` with ``owner``'s receipt (the worker's ack batches; see
+        docs/contract.md, "Ack receipts"). Called again with the same ``token`` after
+        a failure, it answers for the batch: ``True`` for each claim that call or an
+        earlier one of the batch acked, proven by the receipt, never by a gone row."""
+        engine = engine_of(self)
+        items = [(h._queue.name, h.job.id, h.job.attempts) for h in handles]
+        if len({item[1] for item in items}) < len(items):
+            raise InvalidArgumentError("an ack batch got the same job twice")
+        acked = await engine.ack_receipted(items, owner, token)
+        for handle in handles:
+            handle._consumed = True
+        return [(item[1], item[2]) in acked for item in items]
+
+    async def _drop_ack_receipts(self, owner: str, older_s: float) -> None:
+        """Delete ``owner``'s ack receipt and every one older than ``older_s`` seconds."""
+        await engine_of(self).drop_ack_receipts(owner, older_s)
+
     def transaction(self) -> Transaction:
         """``async with store.transaction() as tx:`` commits on exit, rolls back on error."""
         engine_of(self)

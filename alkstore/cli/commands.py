@@ -34,7 +34,7 @@ from alkstore.core.options import EnqueueOpts, QueueOpts
 from alkstore.errors import AlkstoreError, InvalidArgumentError, InvalidNameError, PayloadError
 from alkstore.store import Store
 from alkstore.tasks import BadCall, decode_call
-from alkstore.worker.runtime import Worker, redact_url
+from alkstore.worker.runtime import Worker, catch_early_signals, redact_url
 
 __all__ = ["cli", "main"]
 
@@ -365,6 +365,7 @@ def worker(
     MODULE is a dotted module name (the current directory is importable) or a
     path to a .py file: alkstore worker ./shop.py:app.
     """
+    catch_early_signals()  # a signal while starting is a clean stop, not a kill
     queues: tuple[str, ...] = options["queue"]
     setup_logging(options["log_level"], options["log_format"])
     app = load_app(app_spec, show_traceback=show_traceback)

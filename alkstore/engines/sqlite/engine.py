@@ -165,6 +165,33 @@ class SqliteEngine(SqliteConnections):
     async def ack_many(self, items: Sequence[tuple[str, int, int]]) -> set[tuple[int, int]]:
         return await self._write_call(self._ack_unit, items)
 
+    def _ack_receipted_unit(
+        self,
+        conn: sqlite3.Connection,
+        items: Sequence[tuple[str, int, int]],
+        owner: str,
+        token: str,
+    ) -> set[tuple[int, int]]:
+        """``_ack_unit`` plus the receipt, in its transaction (see ``ack_receipted``
+        in queries.sql): SQLite's single writer makes read-then-write race-free."""
+        deleted = {job_id for job_id, _ in self._ack_unit(conn, items)}
+        refused = {job_id for _, job_id, _ in items if job_id not in deleted}
+        before = conn.execute(Q["ack_receipt"], {"owner": owner}).fetchone()
+        if before is not None and before[0] == token:  # a retry: an earlier attempt committed
+            refused &= set(json.loads(before[1]))
+        params = {"owner": owner, "token": token, "refused": json.dumps(sorted(refused))}
+        conn.execute(Q["put_ack_receipt"], {**params, "now": self._clock()})
+        return {(job_id, attempts) for _, job_id, attempts in items if job_id not in refused}
+
+    async def ack_receipted(
+        self, items: Sequence[tuple[str, int, int]], owner: str, token: str
+    ) -> set[tuple[int, int]]:
+        return await self._write_call(self._ack_receipted_unit, items, owner, token)
+
+    async def drop_ack_receipts(self, owner: str, older_s: float) -> None:
+        params = {"owner": owner, "older_s": older_s, "now": self._clock()}
+        await self._write_call(self._exec_count, "drop_ack_receipts", params)
+
     def _freeing_unit(self, conn: sqlite3.Connection, name: str, params: dict[str, Any]) -> bool:
         """A fenced outcome that frees the job's slot (retry, release)."""
         done = bool(conn.execute(Q[name], params).rowcount)

@@ -195,3 +195,14 @@ CREATE TABLE {schema}.alk_queues (
     burst                 integer          CHECK (burst >= 1),
     tat                   double precision
 );
+
+-- Schema version 6: ack receipts (migration 0006_ack_receipts).
+-- One row per acking worker, overwritten by each of its ack batches in the
+-- batch's own transaction: which batch (token, kept by its retries) and which
+-- of its job ids no attempt deleted (docs/contract.md, "Ack receipts").
+CREATE TABLE {schema}.alk_ack_receipts (
+    owner   text        PRIMARY KEY,
+    token   text        NOT NULL,
+    refused bigint[]    NOT NULL,
+    at      timestamptz NOT NULL
+);
