@@ -190,7 +190,7 @@ class SqliteEngine(SqliteConnections):
 
     async def drop_ack_receipts(self, owner: str, older_s: float) -> None:
         params = {"owner": owner, "older_s": older_s, "now": self._clock()}
-        await self._write_call(self._exec_count, "drop_ack_receipts", params)
+        await self._rowcount("drop_ack_receipts", params)
 
     def _freeing_unit(self, conn: sqlite3.Connection, name: str, params: dict[str, Any]) -> bool:
         """A fenced outcome that frees the job's slot (retry, release)."""
