@@ -25,10 +25,8 @@ from alkstore.core.limited_claim import limited_claim
 from alkstore.core.options import Stamps
 from alkstore.core.results import RESULTS_CHANNEL
 from alkstore.core.steps import Rows, run_steps_sync
-from alkstore.core.tables import COPIED_TABLES
-from alkstore.core.tables import table as copied_table
 from alkstore.engine import NoteSink
-from alkstore.engines.sqlite.connections import SqliteConnections
+from alkstore.engines.sqlite.copying import SqliteCopying
 from alkstore.engines.sqlite.inserts import insert_jobs, insert_keyed
 from alkstore.engines.sqlite.listener import Listener, listen_locally
 from alkstore.engines.sqlite.migrator import QUERIES as Q
@@ -40,7 +38,7 @@ __all__ = ["SqliteEngine"]
 log = logging.getLogger("alkstore.sqlite")
 
 
-class SqliteEngine(SqliteConnections):
+class SqliteEngine(SqliteCopying):
     """Storage on one SQLite file, shared safely by many processes on one machine."""
 
     name = "sqlite"
@@ -432,41 +430,6 @@ class SqliteEngine(SqliteConnections):
             ]
 
         return await self._call(self._read, read)
-
-    # -- store copy (alkstore/copy.py) ---------------------------------------------
-    async def copy_counts(self) -> dict[str, int]:
-        row = await self._fetchone("copy_counts", {})
-        assert row is not None
-        return {spec.name: n for spec, n in zip(COPIED_TABLES, row, strict=True)}
-
-    async def copy_read(self, table: str, after: Sequence[Any], limit: int) -> list[Row]:
-        spec = copied_table(table)
-        bools = [i for i, kind in enumerate(spec.kinds()) if kind == "bool"]
-
-        def read(conn: sqlite3.Connection) -> list[Row]:
-            rows = conn.execute(Q[f"copy_read_{table[4:]}"], (*after, limit)).fetchall()
-            if not bools:
-                return rows
-            return [tuple(bool(v) if i in bools else v for i, v in enumerate(r)) for r in rows]
-
-        return await self._call(self._read, read)
-
-    async def copy_write(self, table: str, rows: Sequence[Row]) -> None:
-        copied_table(table)  # only a copied table's own query
-        query = Q[f"copy_write_{table[4:]}"]
-        await self._write_call(lambda conn: conn.executemany(query, rows))
-
-    async def last_job_id(self) -> int:
-        row = await self._fetchone("copy_last_id", {})
-        assert row is not None
-        return int(row[0])
-
-    async def advance_job_ids(self, last: int) -> None:
-        def advance(conn: sqlite3.Connection) -> None:
-            conn.execute(Q["copy_advance_ids"], (last,))
-            conn.execute(Q["copy_start_ids"], (last,))
-
-        await self._write_call(advance)
 
     # -- live workers and outcome history -------------------------------------------
     async def upsert_worker(
