@@ -31,10 +31,11 @@ from alkstore.cli.store_path import absolute_url, missing_default_store
 from alkstore.connect import connect
 from alkstore.core.names import check_name
 from alkstore.core.options import EnqueueOpts, QueueOpts
+from alkstore.core.urls import redact_url
 from alkstore.errors import AlkstoreError, InvalidArgumentError, InvalidNameError, PayloadError
 from alkstore.store import Store
 from alkstore.tasks import BadCall, decode_call
-from alkstore.worker.runtime import Worker, redact_url
+from alkstore.worker.runtime import Worker
 
 __all__ = ["cli", "main"]
 

@@ -55,13 +55,13 @@ from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 from alkstore.consume import ClaimLoop
 from alkstore.core.flow import CANCEL_NOTE, RECLAIMED_NOTE
 from alkstore.core.names import check_name, check_worker_id
 from alkstore.core.options import QueueOpts, check_non_negative, check_positive, describe
 from alkstore.core.results import encode_result
+from alkstore.core.urls import redact_url
 from alkstore.errors import AlkstoreError, InvalidArgumentError, PayloadError, StoreClosedError
 from alkstore.store import JobHandle, Queue, Store
 from alkstore.tasks import BadCall, Fail, Snooze, Task, decode_call, decode_envelope
@@ -82,15 +82,6 @@ ERROR_MAX_CHARS = 8000
 PREFETCH_WAIT_S = 0.05  # a buffered job should wait about this long for a slot, at most
 HEARTBEAT_FRACTION = 1 / 3  # beat when a third of the visibility timeout has passed
 INTERRUPTED = "interrupted: the worker stopped before the handler finished"
-
-
-def redact_url(url: str) -> str:
-    """The URL without its password, for logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _error_text(exc: BaseException) -> str:
