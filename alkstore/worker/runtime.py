@@ -53,13 +53,13 @@ from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 from alkstore.consume import ClaimLoop
 from alkstore.core.flow import CANCEL_NOTE, RECLAIMED_NOTE
 from alkstore.core.names import check_name, check_worker_id
 from alkstore.core.options import QueueOpts, check_non_negative, check_positive, describe
 from alkstore.core.results import encode_result
+from alkstore.core.urls import redact_url
 from alkstore.errors import (
     AlkstoreError,
     EngineError,
@@ -108,14 +108,6 @@ def catch_early_signals() -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, record)
 
-
-def redact_url(url: str) -> str:
-    """The URL without its password, for logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 _NO_SPAN = contextlib.nullcontext()

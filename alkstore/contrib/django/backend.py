@@ -29,9 +29,9 @@ from django.utils import timezone
 
 from alkstore.core.names import check_name, check_schema
 from alkstore.core.options import EnqueueOpts, QueueOpts, check_positive, describe
+from alkstore.core.urls import redact_url
 from alkstore.errors import AlkstoreError, InvalidArgumentError, InvalidNameError
 from alkstore.sync import Store as SyncStore
-from alkstore.worker.runtime import redact_url
 
 from . import results
 from .calls import call_payload

@@ -9,8 +9,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from alkstore.cli import worker_options
 from alkstore.cli.logs import setup_logging
+from alkstore.core.urls import redact_url
 from alkstore.errors import AlkstoreError
-from alkstore.worker.runtime import redact_url
 
 from ...backend import AlkstoreBackend
 from ...compat import task_backends
