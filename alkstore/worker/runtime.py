@@ -109,7 +109,6 @@ def catch_early_signals() -> None:
         signal.signal(signum, record)
 
 
-
 _NO_SPAN = contextlib.nullcontext()
 
 
