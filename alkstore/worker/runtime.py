@@ -63,7 +63,9 @@ from alkstore.core.names import check_name, check_worker_id
 from alkstore.core.options import QueueOpts, check_non_negative, check_positive, describe
 from alkstore.core.results import encode_result
 from alkstore.errors import AlkstoreError, InvalidArgumentError, PayloadError, StoreClosedError
-from alkstore.store import JobHandle, Queue, Store
+from alkstore.job_handle import JobHandle
+from alkstore.queue import Queue
+from alkstore.store import Store
 from alkstore.tasks import BadCall, Fail, Snooze, Task, decode_call, decode_envelope
 from alkstore.tracing import process_span, recording
 from alkstore.worker.context import RunningJob, reset_current, set_current

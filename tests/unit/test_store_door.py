@@ -40,11 +40,25 @@ def _reaches(source: str, private: set[str]) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("module", ["admin.py", "copy.py", "waiters.py"])
+@pytest.mark.parametrize("module", ["admin.py", "bookkeeping.py", "copy.py", "waiters.py"])
 def test_no_layer_on_the_store_touches_a_private_member_of_it(module: str) -> None:
     private = _private_members_of_store()
     assert {"_engine", "_closed"} <= private
     assert _reaches((_PACKAGE / module).read_text(), private) == []
+
+
+def test_the_door_is_a_leaf_that_imports_no_part_of_the_store() -> None:
+    tree = ast.parse((_PACKAGE / "engine_door.py").read_text())
+    imported = {
+        node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+    }
+    assert imported <= {
+        "__future__",
+        "typing",
+        "alkstore.core.options",
+        "alkstore.errors",
+        "alkstore.engine",
+    }
 
 
 def test_the_check_sees_a_reach_into_the_store() -> None:
