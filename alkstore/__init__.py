@@ -28,9 +28,12 @@ from alkstore.errors import (
     ResultUnavailableError,
     StoreClosedError,
 )
-from alkstore.store import JobHandle, Queue, Store, Transaction, TxQueue
+from alkstore.job_handle import JobHandle
+from alkstore.queue import Queue
+from alkstore.store import Store
 from alkstore.subscription import Subscription
 from alkstore.tasks import Deferred, Fail, Snooze, SyncDeferred, Task, TaskCall
+from alkstore.transaction import Transaction, TxQueue
 from alkstore.worker.context import current_job
 
 try:

@@ -1,7 +1,9 @@
 """Admin reads and repairs the queue contract doesn't offer: listing, counting, requeue.
 
-Used by the CLI (``alkstore jobs …``, ``alkstore stats``). Each method
-validates its input, then makes one engine call.
+The operator's API: used by the CLI (``alkstore jobs …``, ``alkstore stats``) and
+the dashboard. Each method validates its input, then makes one engine call. What
+the worker and the schedules write (presence rows, outcome counts, schedule
+marks) is internal bookkeeping, in ``alkstore.bookkeeping``.
 
 >>> admin = store.admin()
 >>> for s in await admin.stats(): print(s.queue, s.pending, s.dead)
@@ -10,21 +12,21 @@ validates its input, then makes one engine call.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
+from alkstore.bookkeeping import OUTCOMES, OUTCOMES_KEPT_S, Bookkeeping
 from alkstore.core.flow import QueueSettings, Rate
 from alkstore.core.job import Job, _utc
-from alkstore.core.names import check_name, check_worker_id
+from alkstore.core.names import check_name
 from alkstore.core.options import check_positive, describe
 from alkstore.core.results import JobOutcome
+from alkstore.engine_door import StoreDoor, engine_of
 from alkstore.errors import InvalidArgumentError
-from alkstore.store import engine_of
 
 if TYPE_CHECKING:
     from alkstore.engine import Engine
-    from alkstore.store import Store
 
 __all__ = [
     "JOB_STATES",
@@ -37,10 +39,7 @@ __all__ = [
 ]
 
 JOB_STATES = ("pending", "processing", "dead")
-# How a worker's run of a job ended (the worker's log and metrics use the same words).
-OUTCOMES = ("success", "retry", "dead", "lost", "interrupted", "snoozed", "cancelled")
 GONE_AFTER_S = 30.0  # a worker not seen for this long is shown as gone
-OUTCOMES_KEPT_S = 24 * 3600.0
 LIST_LIMIT_MAX = 10_000
 # What a requeue sets, decided here once for every engine (the engines take the values):
 REQUEUE_ATTEMPTS = 0  # a fresh attempt budget
@@ -131,12 +130,24 @@ async def _requeue(engine: Engine, job_id: int) -> bool:
     )
 
 
+class CancelsJobs(Protocol):
+    """What the admin uses of a queue handle (``alkstore.Queue`` has it)."""
+
+    async def cancel(self, job_id: int) -> bool: ...
+
+
+class AdminStore(StoreDoor, Protocol):
+    """What the admin uses of a store (``alkstore.Store`` has it)."""
+
+    def queue(self, name: str) -> CancelsJobs: ...
+
+
 class Admin:
     """Store-wide inspection and repair; get one with ``store.admin()``."""
 
     __slots__ = ("_store",)
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: AdminStore) -> None:
         self._store = store
 
     async def list_jobs(self, queue: str, state: str | None = None, limit: int = 100) -> list[Job]:
@@ -192,13 +203,7 @@ class Admin:
 
     async def schedule_marks(self, names: list[str]) -> list[tuple[str, float, int | None]]:
         """``(name, last tick as POSIX seconds, last job id)`` of the named schedules."""
-        engine = engine_of(self._store)
-        return await engine.schedule_marks(names)
-
-    async def mark_schedule(self, name: str, tick: float, job_id: int | None) -> None:
-        """Move a schedule's mark forward to ``tick`` (never back)."""
-        engine = engine_of(self._store)
-        await engine.mark_schedule(name, tick, job_id)
+        return await Bookkeeping(self._store).schedule_marks(names)
 
     async def find_job(self, job_id: int) -> Job | None:
         """The job with this id in any queue, live or dead."""
@@ -243,7 +248,7 @@ class Admin:
             done += await _requeue(engine, job_id)
         return done
 
-    # -- live workers and outcome history ----------------------------------------
+    # -- live workers and outcome history (written by the worker: alkstore.bookkeeping)
     async def workers(self, gone_after_s: float = GONE_AFTER_S) -> list[WorkerInfo]:
         """Registered workers by start time; ``alive`` unless unseen for ``gone_after_s``."""
         engine = engine_of(self._store)
@@ -277,53 +282,6 @@ class Admin:
                 )
             )
         return found
-
-    async def report_worker(
-        self,
-        worker_id: str,
-        host: str,
-        pid: int,
-        queues: Sequence[str],
-        concurrency: int,
-        running: int,
-    ) -> None:
-        """Register a worker or refresh its row (the worker's presence heartbeat)."""
-        engine = engine_of(self._store)
-        check_worker_id(worker_id)
-        names = [check_name(q) for q in queues]
-        for label, value in (("pid", pid), ("concurrency", concurrency), ("running", running)):
-            if type(value) is not int or not 0 <= value < 2**31:
-                raise InvalidArgumentError(f"{label} must be an int >= 0, got {value!r}")
-        if type(host) is not str or not host:
-            raise InvalidArgumentError(f"host must be a non-empty str, got {host!r}")
-        await engine.upsert_worker(worker_id, host, pid, names, concurrency, running)
-
-    async def remove_worker(self, worker_id: str) -> bool:
-        """Delete a worker's row (it stopped)."""
-        engine = engine_of(self._store)
-        return await engine.delete_worker(check_worker_id(worker_id))
-
-    async def purge_workers(self, older_than_s: float) -> int:
-        """Delete workers not seen for ``older_than_s``; count them."""
-        engine = engine_of(self._store)
-        return await engine.purge_workers(check_positive("older_than_s", older_than_s))
-
-    async def record_outcomes(self, counts: Iterable[tuple[str, str, int]]) -> None:
-        """Add ``(queue, outcome, n)`` counts to the current minute of the outcome history."""
-        engine = engine_of(self._store)
-        items = []
-        for queue, outcome, n in counts:
-            check_name(queue)
-            if outcome not in OUTCOMES:
-                raise InvalidArgumentError(
-                    f"invalid outcome {outcome!r}: use one of {', '.join(OUTCOMES)}"
-                )
-            if type(n) is not int or n < 0:
-                raise InvalidArgumentError(f"count must be an int >= 0, got {n!r}")
-            if n:
-                items.append((queue, outcome, n))
-        if items:
-            await engine.add_outcomes(items, OUTCOMES_KEPT_S)
 
     async def outcome_history(self, minutes: int = 60) -> list[OutcomeCount]:
         """Finished-job counts per queue, minute and outcome over the last ``minutes``."""

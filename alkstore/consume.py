@@ -24,15 +24,14 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from alkstore.errors import AlkstoreError, StoreClosedError
 
 if TYPE_CHECKING:
-    from alkstore.store import JobHandle, Queue
     from alkstore.subscription import Subscription
 
-__all__ = ["BACKOFF_MAX_S", "ClaimLoop", "backoff_s"]
+__all__ = ["BACKOFF_MAX_S", "ClaimLoop", "ClaimedJob", "DueSource", "backoff_s"]
 
 log = logging.getLogger("alkstore.consume")
 
@@ -40,6 +39,18 @@ T = TypeVar("T")
 
 BACKOFF_MAX_S = 5.0
 _DUE_MIN_S = 0.0005  # a due time already past still waits this long (no busy loop)
+
+
+class DueSource(Protocol):
+    """A queue as the loop sees it (``alkstore.Queue`` is one): when its next job is due."""
+
+    async def _next_wake_in(self) -> float | None: ...
+
+
+class ClaimedJob(Protocol):
+    """A claimed job as the loop sees it (``alkstore.JobHandle`` is one): it can be given back."""
+
+    async def release(self) -> bool: ...
 
 
 def backoff_s(failures: int) -> float:
@@ -52,7 +63,7 @@ class ClaimLoop:
 
     def __init__(
         self,
-        queues: Sequence[Queue],
+        queues: Sequence[DueSource],
         sub: Subscription,
         poll_interval_s: float,
         *,
@@ -65,7 +76,7 @@ class ClaimLoop:
         self.idle = asyncio.Event()
         self._hold_s: float | None = None  # a rate limit's next slot, from the last claims
         self._pause = pause or self._pause_unless_closed
-        self.ahead: deque[JobHandle] = deque()  # claimed, not yet handed out
+        self.ahead: deque[ClaimedJob] = deque()  # claimed, not yet handed out
 
     async def give_back(self) -> int:
         """Release every claimed job not yet handed out (pending again at its place in

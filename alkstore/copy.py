@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from alkstore.core.options import describe
 from alkstore.core.tables import COPIED_TABLES, Digest, Table, canonical
+from alkstore.engine_door import engine_of
 from alkstore.errors import CopyRefusedError, InvalidArgumentError
-from alkstore.store import engine_of
 
 if TYPE_CHECKING:
     from alkstore.engine import Engine

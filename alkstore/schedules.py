@@ -27,6 +27,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
+from alkstore.bookkeeping import Bookkeeping
 from alkstore.core.dedupe import Enqueued
 from alkstore.core.options import EnqueueOpts
 from alkstore.core.payload import encode_payload
@@ -159,10 +160,10 @@ async def enqueue_due(
     store: Store, schedules: list[Schedule], now: float | None = None
 ) -> list[Tick]:
     """Enqueue every due tick of ``schedules`` once (any number of callers may race)."""
-    admin = store.admin()
+    books = Bookkeeping(store)
     marks = {
         name: (tick, job)
-        for name, tick, job in await admin.schedule_marks([s.name for s in schedules])
+        for name, tick, job in await books.schedule_marks([s.name for s in schedules])
     }
     moment = time.time() if now is None else now
     done: list[Tick] = []
@@ -170,7 +171,7 @@ async def enqueue_due(
         mark = marks.get(schedule.name)
         if mark is None:  # a new schedule starts from here: the next tick is its first
             start = schedule.latest_at_or_before(moment).timestamp()
-            await admin.mark_schedule(schedule.name, start, None)
+            await books.mark_schedule(schedule.name, start, None)
             continue
         last, last_job = mark
         newest = schedule.latest_at_or_before(moment).timestamp()
@@ -196,5 +197,5 @@ async def enqueue_due(
             got = await queue.enqueue_unique(schedule.payload(tick), opts)
             done.append(Tick(schedule.name, tick, got))
             job_id = got.id
-        await admin.mark_schedule(schedule.name, newest, job_id)
+        await books.mark_schedule(schedule.name, newest, job_id)
     return done

@@ -1,7 +1,8 @@
 """The blocking facade: the same operations as the async API, for scripts and sync apps.
 
-Each sync store drives its async twin on a private event-loop thread; every
-method here is one blocking hop to that loop, so the queue logic exists once.
+Each sync store drives its async twin on a private event-loop thread
+(``sync_runner``); every method here is one blocking hop to that loop, so the
+queue logic exists once. The admin twin is in ``sync_admin``.
 
 >>> from alkstore import sync
 >>> with sync.connect("sqlite:///jobs.db") as store:
@@ -12,16 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import os
-import threading
-import weakref
-from collections.abc import AsyncIterator, Coroutine, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
-from alkstore import admin as _admin
-from alkstore import store as _async
+from alkstore import job_handle as _job_handle
+from alkstore import queue as _queue
+from alkstore import store as _store
 from alkstore import subscription as _subscription
+from alkstore import transaction as _transaction
 from alkstore.admin import QueueInfo
 from alkstore.connect import connect as _aconnect
 from alkstore.core.dedupe import Enqueued
@@ -30,7 +30,9 @@ from alkstore.core.job import Job, Notification, Row, SweepResult
 from alkstore.core.options import EnqueueOpts, QueueOpts
 from alkstore.core.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from alkstore.core.results import JobOutcome
-from alkstore.errors import StoreClosedError
+from alkstore.queue import prepare_outbox
+from alkstore.sync_admin import Admin
+from alkstore.sync_runner import Runner
 
 __all__ = [
     "Admin",
@@ -43,73 +45,6 @@ __all__ = [
     "connect",
 ]
 
-T = TypeVar("T")
-
-_runners: weakref.WeakSet[_Runner] = weakref.WeakSet()
-
-
-def _mark_forked() -> None:
-    for runner in list(_runners):
-        runner.forked = True
-
-
-os.register_at_fork(after_in_child=_mark_forked)
-
-
-async def _next(agen: AsyncIterator[T]) -> T:
-    return await agen.__anext__()
-
-
-class _Runner:
-    """A private event loop on a daemon thread."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.closed = False
-        self.forked = False
-        self._thread = threading.Thread(
-            target=self.loop.run_forever, name="alkstore-sync", daemon=True
-        )
-        self._thread.start()
-        # per calling thread: the context of its open transaction, so that the
-        # async core's "inside my own transaction" guard sees it (tasks of one
-        # thread's later calls run in a copy of that context)
-        self.local = threading.local()
-        _runners.add(self)
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        if self.closed or self.forked:
-            coro.close()
-            if self.forked:
-                raise StoreClosedError(
-                    "this store was opened in a parent process and inherited across fork(); "
-                    "call alkstore.sync.connect() again in the child"
-                )
-            raise StoreClosedError("store is closed")
-        context: contextvars.Context | None = getattr(self.local, "context", None)
-        if context is None:
-            return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
-        return context.run(asyncio.run_coroutine_threadsafe, coro, self.loop).result()
-
-    def iterate(self, agen: AsyncIterator[T]) -> Iterator[T]:
-        try:
-            while True:
-                try:
-                    yield self.run(_next(agen))
-                except StopAsyncIteration:
-                    return
-        finally:
-            if not self.closed and not self.forked:
-                aclose = getattr(agen, "aclose", None)
-                if aclose is not None:
-                    self.run(aclose())
-
-    def stop(self) -> None:
-        self.closed = True
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout=5)
-        self.loop.close()
-
 
 def connect(
     url: str | None = None,
@@ -119,7 +54,7 @@ def connect(
     **options: Any,
 ) -> Store:
     """Open a store (blocking); the same arguments as :func:`alkstore.connect`."""
-    runner = _Runner()
+    runner = Runner()
     try:
         limit = max_payload_bytes
         astore = runner.run(_aconnect(url, schema=schema, max_payload_bytes=limit, **options))
@@ -132,7 +67,7 @@ def connect(
 class Store:
     """The blocking twin of :class:`alkstore.Store`."""
 
-    def __init__(self, astore: _async.Store, runner: _Runner) -> None:
+    def __init__(self, astore: _store.Store, runner: Runner) -> None:
         self._async = astore
         self._runner = runner
         self.url = astore.url
@@ -203,7 +138,7 @@ class Store:
 class _Enqueuing:
     """Blocking ``enqueue`` / ``enqueue_many`` over an async Queue or TxQueue."""
 
-    def __init__(self, aqueue: _async.Queue | _async.TxQueue, runner: _Runner) -> None:
+    def __init__(self, aqueue: _queue.Queue | _transaction.TxQueue, runner: Runner) -> None:
         self._async_enqueuing = aqueue
         self._runner = runner
         self.name = aqueue.name
@@ -241,7 +176,7 @@ class _Enqueuing:
 class Queue(_Enqueuing):
     """The blocking twin of :class:`alkstore.Queue`."""
 
-    def __init__(self, aqueue: _async.Queue, runner: _Runner) -> None:
+    def __init__(self, aqueue: _queue.Queue, runner: Runner) -> None:
         super().__init__(aqueue, runner)
         self._async = aqueue
 
@@ -258,12 +193,7 @@ class Queue(_Enqueuing):
         self, conn: Any, payload: object, opts: EnqueueOpts | None = None
     ) -> Enqueued:
         """:meth:`enqueue_on`, answering ``Enqueued(id, duplicate)``."""
-        engine, data, stamps = self._async._outbox((payload,), opts)
-        keys = _async._dedupe_keys(1, opts, None)
-        if keys is None:
-            return Enqueued(engine.enqueue_on_sync(conn, self.name, data, stamps)[0], False)
-        window = _async._window(opts)
-        return engine.enqueue_keyed_on_sync(conn, self.name, data, keys, window, stamps)[0]
+        return prepare_outbox(self._async, (payload,), opts).run_sync(conn)[0]
 
     def enqueue_many_on(
         self,
@@ -274,14 +204,7 @@ class Queue(_Enqueuing):
         dedupe_keys: Iterable[str | None] | None = None,
     ) -> list[int]:
         """Insert many jobs inside your own connection's transaction."""
-        engine, data, stamps = self._async._outbox(payloads, opts)
-        keys = _async._dedupe_keys(len(data), opts, dedupe_keys)
-        if not data:
-            return []
-        if keys is None:
-            return engine.enqueue_on_sync(conn, self.name, data, stamps)
-        window = _async._window(opts)
-        got = engine.enqueue_keyed_on_sync(conn, self.name, data, keys, window, stamps)
+        got = prepare_outbox(self._async, payloads, opts, dedupe_keys).run_sync(conn)
         return [item.id for item in got]
 
     def outcome(self, job_id: int) -> JobOutcome | None:
@@ -362,7 +285,7 @@ class JobHandle:
 
     __slots__ = ("_async", "_runner", "job")
 
-    def __init__(self, ahandle: _async.JobHandle, runner: _Runner) -> None:
+    def __init__(self, ahandle: _job_handle.JobHandle, runner: Runner) -> None:
         self._async = ahandle
         self._runner = runner
         self.job = ahandle.job
@@ -396,7 +319,7 @@ class JobHandle:
 class Transaction:
     """The blocking twin of :class:`alkstore.Transaction`."""
 
-    def __init__(self, atx: _async.Transaction, runner: _Runner) -> None:
+    def __init__(self, atx: _transaction.Transaction, runner: Runner) -> None:
         self._async = atx
         self._runner = runner
         self._outer: contextvars.Context | None = None
@@ -440,7 +363,7 @@ class TxQueue(_Enqueuing):
 class Subscription:
     """The blocking twin of :class:`alkstore.Subscription`: ``for note in sub``."""
 
-    def __init__(self, asub: _subscription.Subscription, runner: _Runner) -> None:
+    def __init__(self, asub: _subscription.Subscription, runner: Runner) -> None:
         self._async = asub
         self._runner = runner
         self.channels = asub.channels
@@ -479,99 +402,3 @@ class Subscription:
 
     def __iter__(self) -> Iterator[Notification]:
         return self._runner.iterate(self._async)
-
-
-class Admin:
-    """The blocking twin of :class:`alkstore.admin.Admin`."""
-
-    def __init__(self, aadmin: _admin.Admin, runner: _Runner) -> None:
-        self._async = aadmin
-        self._runner = runner
-
-    def list_jobs(self, queue: str, state: str | None = None, limit: int = 100) -> list[Job]:
-        """Jobs of ``queue`` (live and dead, or one ``state``) in id order, at most ``limit``."""
-        return self._runner.run(self._async.list_jobs(queue, state, limit))
-
-    def list_dead(
-        self, *, after: int | None = None, before: int | None = None, limit: int = 100
-    ) -> list[Job]:
-        """Dead jobs of every queue in id order, a keyset page (``after`` / ``before`` an id)."""
-        return self._runner.run(self._async.list_dead(after=after, before=before, limit=limit))
-
-    def find_job(self, job_id: int) -> Job | None:
-        """The job with this id in any queue, live or dead."""
-        return self._runner.run(self._async.find_job(job_id))
-
-    def requeue(self, job_id: int) -> bool:
-        """Move a dead job back to pending with ``attempts`` 0; ``False`` if it is not dead."""
-        return self._runner.run(self._async.requeue(job_id))
-
-    def stats(self) -> list[_admin.QueueStats]:
-        """Counts per queue that has any live or dead job, by queue name."""
-        return self._runner.run(self._async.stats())
-
-    def outcomes(self, queue: str, limit: int = 20) -> list[JobOutcome]:
-        """The latest finished jobs of ``queue``, newest first (kept results, dead jobs)."""
-        return self._runner.run(self._async.outcomes(queue, limit))
-
-    def outcome(self, job_id: int, queue: str | None = None) -> JobOutcome | None:
-        """What became of one job (kept result, dead, live), if anything."""
-        return self._runner.run(self._async.outcome(job_id, queue))
-
-    def schedule_marks(self, names: list[str]) -> list[tuple[str, float, int | None]]:
-        """``(name, last tick as POSIX seconds, last job id)`` of the named schedules."""
-        return self._runner.run(self._async.schedule_marks(names))
-
-    def mark_schedule(self, name: str, tick: float, job_id: int | None) -> None:
-        """Move a schedule's mark forward to ``tick`` (never back)."""
-        self._runner.run(self._async.mark_schedule(name, tick, job_id))
-
-    def cancel(self, job_id: int) -> bool:
-        """Delete the live job with this id in any queue; ``False`` if none is live."""
-        return self._runner.run(self._async.cancel(job_id))
-
-    def requeue_many(self, job_ids: Iterable[int]) -> int:
-        """Requeue each dead job listed; count those requeued."""
-        return self._runner.run(self._async.requeue_many(job_ids))
-
-    def workers(self, gone_after_s: float = _admin.GONE_AFTER_S) -> list[_admin.WorkerInfo]:
-        """Registered workers by start time; ``alive`` unless unseen for ``gone_after_s``."""
-        return self._runner.run(self._async.workers(gone_after_s))
-
-    def report_worker(
-        self,
-        worker_id: str,
-        host: str,
-        pid: int,
-        queues: Sequence[str],
-        concurrency: int,
-        running: int,
-    ) -> None:
-        """Register a worker or refresh its row."""
-        self._runner.run(
-            self._async.report_worker(worker_id, host, pid, queues, concurrency, running)
-        )
-
-    def remove_worker(self, worker_id: str) -> bool:
-        """Delete a worker's row."""
-        return self._runner.run(self._async.remove_worker(worker_id))
-
-    def purge_workers(self, older_than_s: float) -> int:
-        """Delete workers not seen for ``older_than_s``; count them."""
-        return self._runner.run(self._async.purge_workers(older_than_s))
-
-    def record_outcomes(self, counts: Iterable[tuple[str, str, int]]) -> None:
-        """Add ``(queue, outcome, n)`` counts to the current minute of the outcome history."""
-        self._runner.run(self._async.record_outcomes(list(counts)))
-
-    def outcome_history(self, minutes: int = 60) -> list[_admin.OutcomeCount]:
-        """Finished-job counts per queue, minute and outcome over the last ``minutes``."""
-        return self._runner.run(self._async.outcome_history(minutes))
-
-    def queues(self) -> list[QueueInfo]:
-        """Every queue with jobs or stored settings: paused, limits, counts."""
-        return self._runner.run(self._async.queues())
-
-    def queue_info(self, queue: str) -> QueueInfo:
-        """Paused, limits and counts of one queue."""
-        return self._runner.run(self._async.queue_info(queue))

@@ -23,8 +23,8 @@ from alkstore.core.dedupe import Enqueued
 from alkstore.core.options import EnqueueOpts, QueueOpts, check_non_negative, describe
 from alkstore.core.payload import encode_payload
 from alkstore.errors import InvalidArgumentError, PayloadError
-from alkstore.store import Transaction
 from alkstore.tracing import create_span, headers_of
+from alkstore.transaction import Transaction
 
 if TYPE_CHECKING:
     from alkstore.app import App

@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from alkstore.bookkeeping import Bookkeeping
 from alkstore.errors import AlkstoreError, StoreClosedError
 
 if TYPE_CHECKING:
@@ -63,19 +64,19 @@ class Presence:
 
     async def beat(self) -> None:
         """Refresh the row, flush the counts, purge long-gone workers, refresh gauges."""
-        admin = self.store.admin()
-        await admin.report_worker(
+        books = Bookkeeping(self.store)
+        await books.report_worker(
             self.worker_id, self.host, self.pid, self.queues, self.concurrency, self.running()
         )
         counts, self.pending = self.pending, Counter()
         try:
-            await admin.record_outcomes((q, o, n) for (q, o), n in counts.items())
+            await books.record_outcomes((q, o, n) for (q, o), n in counts.items())
         except BaseException:
             self.pending.update(counts)  # written at the next beat
             raise
-        await admin.purge_workers(PURGE_AFTER_S)
+        await books.purge_workers(PURGE_AFTER_S)
         if self.metrics is not None:
-            self.metrics.set_queue_stats(await admin.stats())
+            self.metrics.set_queue_stats(await self.store.admin().stats())
 
     async def run(self) -> None:
         """Beat every ``interval_s`` until cancelled."""
@@ -90,10 +91,10 @@ class Presence:
 
     async def leave(self) -> None:
         """The final flush and the row's removal (a graceful stop)."""
-        admin = self.store.admin()
+        books = Bookkeeping(self.store)
         try:
             counts, self.pending = self.pending, Counter()
-            await admin.record_outcomes((q, o, n) for (q, o), n in counts.items())
-            await admin.remove_worker(self.worker_id)
+            await books.record_outcomes((q, o, n) for (q, o), n in counts.items())
+            await books.remove_worker(self.worker_id)
         except AlkstoreError as e:
             log.warning("worker %s: could not unregister: %s", self.worker_id, e)

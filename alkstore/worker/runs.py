@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from alkstore.worker.context import RunningJob
 
 if TYPE_CHECKING:
-    from alkstore.store import JobHandle
+    from alkstore.job_handle import JobHandle
 
 __all__ = [
     "ERROR_MAX_CHARS",

@@ -67,7 +67,9 @@ from alkstore.errors import (
     PayloadError,
     StoreClosedError,
 )
-from alkstore.store import JobHandle, Queue, Store
+from alkstore.job_handle import JobHandle
+from alkstore.queue import Queue
+from alkstore.store import Store
 from alkstore.tasks import BadCall, Fail, Snooze, Task, decode_call, decode_envelope
 from alkstore.tracing import process_span, recording
 from alkstore.worker.context import reset_current, set_current

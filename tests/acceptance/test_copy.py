@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 import alkstore
+from alkstore.bookkeeping import Bookkeeping
 from alkstore.copy import copy_store
 from alkstore.core.tables import COPIED_TABLES, canonical
 from tests.acceptance import apps
@@ -81,9 +82,9 @@ async def _fill(store: alkstore.Store) -> dict[str, int]:
     await limited.enqueue({"n": "limited"})
     (h,) = await limited.claim_batch("w-old", 1)  # spends the rate: tat is set
     assert await h.ack()
-    admin = store.admin()
-    await admin.mark_schedule("nightly", 1_700_000_000.5, ids["delayed"])
-    await admin.record_outcomes([("mail", "success", 3), ("mail", "dead", 1)])
+    books = Bookkeeping(store)
+    await books.mark_schedule("nightly", 1_700_000_000.5, ids["delayed"])
+    await books.record_outcomes([("mail", "success", 3), ("mail", "dead", 1)])
     gone = store.queue("gone")
     ids["acked"] = await gone.enqueue({"n": "acked"})  # the newest id, gone from every table
     (h,) = await gone.claim_batch("w-old", 1)
@@ -182,7 +183,7 @@ async def test_copy_refuses_while_workers_are_registered_unless_forced(
     src_target, dst_target = ends
     async with await _open(src_target) as src:
         await src.queue("mail").enqueue({"n": 1})
-        await src.admin().report_worker("w-live", "host1", 4242, ["mail"], 2, 0)
+        await Bookkeeping(src).report_worker("w-live", "host1", 4242, ["mail"], 2, 0)
     refused = run_cli(None, *_cli_args(src_target, dst_target))
     assert refused.returncode == 1
     assert "Traceback" not in refused.stderr

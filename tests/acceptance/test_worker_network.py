@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import alkstore
-from alkstore.store import JobHandle
+from alkstore.job_handle import JobHandle
 from tests.acceptance.conftest import ROOT, _env, store_args
 from tests.conftest import Target
 

@@ -6,7 +6,7 @@ import pytest
 
 import alkstore
 from alkstore import EnqueueOpts, InvalidArgumentError, QueueOpts
-from alkstore.store import engine_of
+from alkstore.engine_door import engine_of
 
 from .conftest import Clock
 from .rawsql import expire_now, make_due_now

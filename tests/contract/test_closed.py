@@ -10,6 +10,7 @@ import pytest
 import alkstore
 from alkstore import QueueOpts, StoreClosedError
 from alkstore.admin import Admin
+from alkstore.bookkeeping import Bookkeeping
 
 from .rawsql import count_rows
 
@@ -89,17 +90,12 @@ ADMIN_OPS: dict[str, Callable[[Admin, str], Awaitable[object]]] = {
     "outcomes": lambda a, q: a.outcomes(q),
     "outcome": lambda a, q: a.outcome(1),
     "schedule_marks": lambda a, q: a.schedule_marks(["s"]),
-    "mark_schedule": lambda a, q: a.mark_schedule("s", 1.0, None),
     "find_job": lambda a, q: a.find_job(1),
     "requeue": lambda a, q: a.requeue(1),
     "requeue_many": lambda a, q: a.requeue_many([1]),
     "stats": lambda a, q: a.stats(),
     "cancel": lambda a, q: a.cancel(1),
     "workers": lambda a, q: a.workers(),
-    "report_worker": lambda a, q: a.report_worker("w", "h", 1, [q], 1, 0),
-    "remove_worker": lambda a, q: a.remove_worker("w"),
-    "purge_workers": lambda a, q: a.purge_workers(1.0),
-    "record_outcomes": lambda a, q: a.record_outcomes([(q, "success", 1)]),
     "outcome_history": lambda a, q: a.outcome_history(),
     "queues": lambda a, q: a.queues(),
     "queue_info": lambda a, q: a.queue_info(q),
@@ -126,6 +122,40 @@ async def test_every_admin_operation_of_a_closed_store_raises(
     before = await count_rows(witness, target)
     with pytest.raises(StoreClosedError):
         await ADMIN_OPS[op](admin, qname)
+    assert await count_rows(witness, target) == before  # nothing was written
+
+
+# Every bookkeeping write (the worker's and the schedules'), on a store closed since.
+BOOKKEEPING_OPS: dict[str, Callable[[Bookkeeping, str], Awaitable[object]]] = {
+    "schedule_marks": lambda b, q: b.schedule_marks(["s"]),
+    "mark_schedule": lambda b, q: b.mark_schedule("s", 1.0, None),
+    "report_worker": lambda b, q: b.report_worker("w", "h", 1, [q], 1, 0),
+    "remove_worker": lambda b, q: b.remove_worker("w"),
+    "purge_workers": lambda b, q: b.purge_workers(1.0),
+    "record_outcomes": lambda b, q: b.record_outcomes([(q, "success", 1)]),
+}
+
+
+def test_the_bookkeeping_list_covers_every_bookkeeping_operation() -> None:
+    public = {n for n, m in vars(Bookkeeping).items() if not n.startswith("_") and callable(m)}
+    assert public == set(BOOKKEEPING_OPS)
+
+
+@pytest.mark.parametrize("op", list(BOOKKEEPING_OPS))
+async def test_every_bookkeeping_operation_of_a_closed_store_raises(
+    open_store,
+    target,
+    qname: str,
+    op: str,  # type: ignore[no-untyped-def]
+) -> None:
+    store = await open_store()
+    books = Bookkeeping(store)
+    await store.queue(qname).enqueue(b"")
+    await store.close()
+    witness = await open_store()
+    before = await count_rows(witness, target)
+    with pytest.raises(StoreClosedError):
+        await BOOKKEEPING_OPS[op](books, qname)
     assert await count_rows(witness, target) == before  # nothing was written
 
 

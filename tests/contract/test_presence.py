@@ -8,6 +8,7 @@ import pytest
 
 import alkstore
 from alkstore import InvalidArgumentError, InvalidNameError
+from alkstore.bookkeeping import Bookkeeping
 
 from .conftest import Clock
 
@@ -16,21 +17,22 @@ async def test_a_worker_registers_refreshes_and_is_removed(
     store: alkstore.Store, clock: Clock
 ) -> None:
     admin = store.admin()
+    books = Bookkeeping(store)
     assert await admin.workers() == []
-    await admin.report_worker("w-1", "host-a", 4242, ["emails", "reports"], 8, 0)
+    await books.report_worker("w-1", "host-a", 4242, ["emails", "reports"], 8, 0)
     [first] = await admin.workers()
     assert (first.id, first.host, first.pid) == ("w-1", "host-a", 4242)
     assert first.queues == ("emails", "reports") and first.concurrency == 8
     assert first.running == 0 and first.alive
     assert abs(first.started_at - datetime.now(UTC)) < timedelta(minutes=1)
     clock.advance(0.02)
-    await admin.report_worker("w-1", "host-a", 4242, ["emails", "reports"], 8, 5)
+    await books.report_worker("w-1", "host-a", 4242, ["emails", "reports"], 8, 5)
     [again] = await admin.workers()
     assert again.running == 5
     assert again.started_at == first.started_at  # kept on refresh
     assert again.last_seen > first.last_seen
-    assert await admin.remove_worker("w-1") is True
-    assert await admin.remove_worker("w-1") is False
+    assert await books.remove_worker("w-1") is True
+    assert await books.remove_worker("w-1") is False
     assert await admin.workers() == []
 
 
@@ -38,21 +40,23 @@ async def test_a_worker_unseen_for_a_while_is_gone_then_purged(
     store: alkstore.Store, clock: Clock
 ) -> None:
     admin = store.admin()
-    await admin.report_worker("old", "h", 1, ["q"], 1, 0)
+    books = Bookkeeping(store)
+    await books.report_worker("old", "h", 1, ["q"], 1, 0)
     clock.advance(0.3)
-    await admin.report_worker("fresh", "h", 2, ["q"], 1, 0)
+    await books.report_worker("fresh", "h", 2, ["q"], 1, 0)
     by_id = {w.id: w for w in await admin.workers(gone_after_s=0.2)}
     assert not by_id["old"].alive and by_id["fresh"].alive
     assert by_id["old"].seen_ago_s >= 0.2
-    assert await admin.purge_workers(0.2) == 1
+    assert await books.purge_workers(0.2) == 1
     assert [w.id for w in await admin.workers()] == ["fresh"]
 
 
 async def test_outcome_counts_add_up_per_queue_minute_and_outcome(store: alkstore.Store) -> None:
     admin = store.admin()
+    books = Bookkeeping(store)
     assert await admin.outcome_history() == []
-    await admin.record_outcomes([("a", "success", 3), ("a", "retry", 1), ("b", "dead", 0)])
-    await admin.record_outcomes([("a", "success", 2), ("b", "dead", 4)])
+    await books.record_outcomes([("a", "success", 3), ("a", "retry", 1), ("b", "dead", 0)])
+    await books.record_outcomes([("a", "success", 2), ("b", "dead", 4)])
     history = await admin.outcome_history(60)
     totals = {(h.queue, h.outcome): h.jobs for h in history}
     assert totals == {("a", "success"): 5, ("a", "retry"): 1, ("b", "dead"): 4}
@@ -74,19 +78,21 @@ async def test_bad_outcome_counts_are_refused_and_nothing_is_written(
     store: alkstore.Store, counts: list[tuple[str, str, int]], error: type[Exception]
 ) -> None:
     admin = store.admin()
+    books = Bookkeeping(store)
     with pytest.raises(error):
-        await admin.record_outcomes([("ok", "success", 1), *counts])
+        await books.record_outcomes([("ok", "success", 1), *counts])
     assert await admin.outcome_history() == []
 
 
 async def test_bad_worker_reports_are_refused(store: alkstore.Store) -> None:
     admin = store.admin()
+    books = Bookkeeping(store)
     with pytest.raises(InvalidArgumentError, match="pid"):
-        await admin.report_worker("w", "h", -1, ["q"], 1, 0)
+        await books.report_worker("w", "h", -1, ["q"], 1, 0)
     with pytest.raises(InvalidNameError):
-        await admin.report_worker("w", "h", 1, ["no spaces allowed"], 1, 0)
+        await books.report_worker("w", "h", 1, ["no spaces allowed"], 1, 0)
     with pytest.raises(InvalidArgumentError, match="host"):
-        await admin.report_worker("w", "", 1, ["q"], 1, 0)
+        await books.report_worker("w", "", 1, ["q"], 1, 0)
     with pytest.raises(InvalidArgumentError, match="minutes"):
         await admin.outcome_history(0)
     assert await admin.workers() == []

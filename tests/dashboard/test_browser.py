@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import alkstore
+from alkstore.bookkeeping import Bookkeeping
 from tests.dashboard.conftest import TOKEN, Serve, eventually
 
 CALL = b'{"task":"emails.send","args":{"to":"a@example.com"}}'
@@ -30,9 +31,9 @@ async def _fill(store: alkstore.Store) -> None:
     assert await emails.claim_one("test-worker") is not None
     await _dead_job(store, error="RuntimeError: smtp down\nTraceback (most recent call last):")
     await store.queue("reports").enqueue_many([b"plain text", b"\xff\x00 binary"])
-    admin = store.admin()
-    await admin.record_outcomes([("emails", "success", 40), ("emails", "retry", 3)])
-    await admin.record_outcomes([("reports", "dead", 2)])
+    books = Bookkeeping(store)
+    await books.record_outcomes([("emails", "success", 40), ("emails", "retry", 3)])
+    await books.record_outcomes([("reports", "dead", 2)])
 
 
 async def _login(page: Any, base: str) -> None:
@@ -152,8 +153,8 @@ async def test_queue_job_and_workers_pages_escape_what_they_show(
     hostile = b'{"task":"x","args":{"html":"<script>window.__pwned=1</script><img src=x>"}}'
     job_id = await store.queue("mixed").enqueue(hostile)
     await store.queue("mixed").enqueue(CALL)
-    admin = store.admin()
-    await admin.report_worker("host-b:7:old", "host-b", 7, ["mixed"], 2, 1)
+    books = Bookkeeping(store)
+    await books.report_worker("host-b:7:old", "host-b", 7, ["mixed"], 2, 1)
     reported = time.monotonic()
     served = serve(gone_after_s=1.5)
     await page.goto(f"{served.url}/queues/mixed")
@@ -168,7 +169,7 @@ async def test_queue_job_and_workers_pages_escape_what_they_show(
     assert await page.locator("main img").count() == 0
     await shot(page, "job")
     await asyncio.sleep(max(0.0, 1.6 - (time.monotonic() - reported)))  # "old" is now gone
-    await admin.report_worker("host-a:101:abc", "host-a", 101, ["mixed", "emails"], 8, 3)
+    await books.report_worker("host-a:101:abc", "host-a", 101, ["mixed", "emails"], 8, 3)
     await page.goto(f"{served.url}/workers")
     assert await page.locator("#workers tbody tr").count() == 2
     old = page.locator("#workers tbody tr", has_text="host-b:7:old")

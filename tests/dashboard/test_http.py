@@ -14,6 +14,7 @@ import pytest
 from starlette.requests import Request
 
 import alkstore
+from alkstore.bookkeeping import Bookkeeping
 from tests.dashboard.conftest import ROOT, TOKEN, Serve, free_port
 from tests.dashboard.conftest import http_get as _get
 from tests.dashboard.conftest import http_post as _post
@@ -90,7 +91,7 @@ async def test_dashboard_metrics_and_json_show_the_queues(
 ) -> None:
     await store.queue("m").enqueue_many([b"a", b"b"])
     await _dead(store, "m")
-    await store.admin().report_worker("w-1", "h", 1, ["m"], 2, 0)
+    await Bookkeeping(store).report_worker("w-1", "h", 1, ["m"], 2, 0)
     served = serve()
     status, text, headers = _get(served.url + "/metrics")
     assert status == 200 and headers["content-type"].startswith("text/plain")

@@ -7,19 +7,18 @@ import inspect
 import pytest
 
 import alkstore
-from alkstore import admin, sync
-from alkstore import store as astore
+from alkstore import admin, job_handle, queue, store, sync, transaction
 from alkstore import subscription as asub
 
 # async name -> its blocking twin's name (the rest keep their names)
 _RENAMED = {"aclose": "close"}
 
 PAIRS = [
-    (astore.Store, sync.Store),
-    (astore.Queue, sync.Queue),
-    (astore.TxQueue, sync.TxQueue),
-    (astore.JobHandle, sync.JobHandle),
-    (astore.Transaction, sync.Transaction),
+    (store.Store, sync.Store),
+    (queue.Queue, sync.Queue),
+    (transaction.TxQueue, sync.TxQueue),
+    (job_handle.JobHandle, sync.JobHandle),
+    (transaction.Transaction, sync.Transaction),
     (asub.Subscription, sync.Subscription),
     (admin.Admin, sync.Admin),
 ]

@@ -46,7 +46,7 @@ from .compat import (
     TaskResultStatus,
     task_enqueued,
 )
-from .runner import DjangoApp, app_for
+from .runner import DjangoApp, RunsOnAlkstore, app_for
 
 __all__ = ["AlkstoreBackend", "InvalidTask"]
 
@@ -75,7 +75,7 @@ class InvalidTask(InvalidTaskError, InvalidArgumentError):
     setup): both Django's ``InvalidTask`` and alkstore's ``InvalidArgumentError``."""
 
 
-class AlkstoreBackend(BaseTaskBackend):
+class AlkstoreBackend(BaseTaskBackend, RunsOnAlkstore):
     """A ``django.tasks`` backend whose jobs live in an alkstore store; run them with
     ``manage.py alkstore_worker``."""
 

@@ -17,11 +17,12 @@ import traceback
 from collections.abc import Callable
 from datetime import UTC, datetime
 from inspect import iscoroutinefunction
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import close_old_connections
 
 from alkstore.app import App
+from alkstore.core.options import QueueOpts
 from alkstore.core.results import encode_result
 from alkstore.tasks import Fail
 from alkstore.tasks import Task as AlkTask
@@ -39,10 +40,7 @@ from .compat import (
 )
 from .results import snapshot
 
-if TYPE_CHECKING:
-    from .backend import AlkstoreBackend
-
-__all__ = ["DjangoApp", "app_for"]
+__all__ = ["DjangoApp", "RunsOnAlkstore", "app_for"]
 
 log = logging.getLogger("alkstore.contrib.django")
 
@@ -153,6 +151,15 @@ def _runner(task: Task[Any, Any]) -> Callable[..., Any]:
     return run
 
 
+class RunsOnAlkstore:
+    """What the runner reads of an alkstore task backend (``backend.AlkstoreBackend``
+    is one): the base it names, so this module does not import the backend."""
+
+    queue_opts: QueueOpts
+    timeout_s: float | None
+    keep_result_s: float
+
+
 class DjangoApp(App):
     """An App whose tasks are the Django tasks of the alkstore backends, found by name."""
 
@@ -168,10 +175,8 @@ class DjangoApp(App):
         if task is None:
             log.warning("job names %r, which is not an importable Django task", name)
             return None
-        from .backend import AlkstoreBackend
-
         backend = task.get_backend()
-        if not isinstance(backend, AlkstoreBackend):
+        if not isinstance(backend, RunsOnAlkstore):
             log.warning("Django task %r runs on backend %r, not alkstore's", name, task.backend)
             return None
         found = _wrap(self, task, backend)
@@ -179,7 +184,7 @@ class DjangoApp(App):
         return found
 
 
-def _wrap(app: App, task: Task[Any, Any], backend: AlkstoreBackend) -> AlkTask[Any, Any]:
+def _wrap(app: App, task: Task[Any, Any], backend: RunsOnAlkstore) -> AlkTask[Any, Any]:
     return AlkTask(
         app,
         _runner(task),

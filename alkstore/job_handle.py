@@ -1,0 +1,173 @@
+"""A claimed job's handle: ack, retry, fail, snooze or release it once; heartbeat it.
+
+The handle knows its queue and store through the small protocols below (what
+it reads of them), so this module does not import the queue or the store.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Protocol
+
+from alkstore.core.backoff import backoff_delay_s
+from alkstore.core.job import ERROR_FAILED, ERROR_MAX_ATTEMPTS, Job
+from alkstore.core.names import is_storable_text
+from alkstore.core.options import check_non_negative, check_positive, describe
+from alkstore.core.payload import check_size
+from alkstore.core.results import encode_result
+from alkstore.engine_door import StoreDoor, engine_of
+from alkstore.errors import HandleConsumedError, InvalidArgumentError
+
+if TYPE_CHECKING:
+    from alkstore.engine import Engine
+    from alkstore.group_ack import AckGroup
+
+__all__ = ["HandleQueue", "JobHandle"]
+
+
+class HandleStore(StoreDoor, Protocol):
+    """What a handle reads of its store: the door and the store's ack batcher."""
+
+    _acks: AckGroup
+
+
+class HandleQueue(Protocol):
+    """What a handle reads of its queue (``alkstore.queue.Queue`` has it)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def _store(self) -> HandleStore: ...
+
+
+def _check_error(error: object) -> str | None:
+    if error is not None and (type(error) is not str or not is_storable_text(error)):
+        raise InvalidArgumentError(
+            "error must be None or a str of valid UTF-8 without NUL characters, "
+            f"got {describe(error)}"
+        )
+    return error
+
+
+class JobHandle:
+    """A claimed job: ``ack``, ``retry`` or ``fail`` it once; ``heartbeat`` as often as needed.
+
+    Every operation is fenced on this claim (state, deadline and attempt count);
+    when the claim is no longer this handle's it changes nothing and returns ``False``.
+    """
+
+    __slots__ = ("_consumed", "_queue", "job")
+
+    def __init__(self, queue: HandleQueue, job: Job) -> None:
+        self._queue = queue
+        self.job = job
+        self._consumed = False
+
+    def _start(self) -> Engine:
+        engine = engine_of(self._queue._store)
+        if self._consumed:
+            raise HandleConsumedError(
+                f"job {self.job.id}'s handle was already acked, retried, failed or snoozed"
+            )
+        return engine
+
+    async def _consume(self, op: Awaitable[bool]) -> bool:
+        """Run the one-shot ``op``; the handle counts as consumed from before it starts
+        (a concurrent second call raises), and again usable if the database failed."""
+        self._consumed = True
+        try:
+            return await op
+        except BaseException:
+            self._consumed = False
+            raise
+
+    async def ack(self) -> bool:
+        """Delete the job: it is done."""
+        self._start()
+        job = self.job
+        return await self._consume(
+            self._queue._store._acks.ack(self._queue.name, job.id, job.attempts)
+        )
+
+    async def ack_result(self, value: object, keep_s: float) -> bool:
+        """Delete the job and keep ``value`` (JSON) as its result for ``keep_s`` seconds,
+        in one fenced transaction; ``PayloadError`` (nothing written) if it is not JSON."""
+        engine = self._start()
+        keep = check_positive("keep_s", keep_s)
+        text = encode_result(value)
+        limit = self._queue._store.max_payload_bytes
+        if limit is not None and len(text) > limit // 4:  # under a quarter: fits as UTF-8
+            check_size("result", len(text.encode()), limit)
+        job = self.job
+        done = await engine.ack_result(self._queue.name, job.id, job.attempts, text, keep)
+        self._consumed = True
+        return done
+
+    async def retry(self, error: str | None = None, delay_s: float | None = None) -> bool:
+        """Back to pending after ``delay_s`` (else the backoff curve); dead at budget."""
+        engine = self._start()
+        _check_error(error)
+        if delay_s is not None:
+            delay_s = check_non_negative("delay_s", delay_s)
+        job = self.job
+        attempts = job.attempts
+        if attempts >= job.max_attempts:
+            return await self._consume(
+                engine.dead_letter(
+                    self._queue.name,
+                    job.id,
+                    attempts,
+                    ERROR_MAX_ATTEMPTS if error is None else error,
+                )
+            )
+        if delay_s is None:
+            delay_s = float(backoff_delay_s(attempts, job.retry_base_s, random.randint))
+        return await self._consume(engine.retry(self._queue.name, job.id, attempts, delay_s, error))
+
+    async def release(self) -> bool:
+        """Give the claim back unrun: pending again at its place in line, this attempt
+        not counted (for a job claimed ahead and never started)."""
+        engine = self._start()
+        job = self.job
+        done = await engine.release(self._queue.name, job.id, job.attempts, None)
+        self._consumed = True
+        return done
+
+    async def fail(self, error: str | None = None) -> bool:
+        """Move the job to the dead-letter table now."""
+        engine = self._start()
+        _check_error(error)
+        job = self.job
+        return await self._consume(
+            engine.dead_letter(
+                self._queue.name, job.id, job.attempts, ERROR_FAILED if error is None else error
+            )
+        )
+
+    async def snooze(self, delay_s: float) -> bool:
+        """Back to pending after ``delay_s`` without spending an attempt (``attempts``
+        goes back to what it was before this claim)."""
+        engine = self._start()
+        delay_s = check_non_negative("delay_s", delay_s)
+        job = self.job
+        done = await engine.release(self._queue.name, job.id, job.attempts, delay_s)
+        self._consumed = True
+        return done
+
+    async def heartbeat(self, extend_s: float | None = None) -> bool:
+        """Reset the claim deadline to now + ``extend_s`` (default: the visibility timeout)."""
+        engine = engine_of(self._queue._store)
+        if extend_s is not None:
+            extend_s = check_positive("extend_s", extend_s)
+        job = self.job
+        return await engine.heartbeat(self._queue.name, job.id, job.attempts, extend_s)
+
+    @property
+    def consumed(self) -> bool:
+        """Whether ``ack``, ``retry``, ``fail`` or ``snooze`` already ran."""
+        return self._consumed
+
+    def __repr__(self) -> str:
+        return f"<alkstore.JobHandle {describe(self.job)}>"

@@ -1,0 +1,79 @@
+"""The blocking twin of :class:`alkstore.admin.Admin` (``sync.Store.admin()``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from alkstore import admin as _admin
+from alkstore.admin import QueueInfo
+from alkstore.core.job import Job
+from alkstore.core.results import JobOutcome
+from alkstore.sync_runner import Runner
+
+__all__ = ["Admin"]
+
+
+class Admin:
+    """The blocking twin of :class:`alkstore.admin.Admin`."""
+
+    def __init__(self, aadmin: _admin.Admin, runner: Runner) -> None:
+        self._async = aadmin
+        self._runner = runner
+
+    def list_jobs(self, queue: str, state: str | None = None, limit: int = 100) -> list[Job]:
+        """Jobs of ``queue`` (live and dead, or one ``state``) in id order, at most ``limit``."""
+        return self._runner.run(self._async.list_jobs(queue, state, limit))
+
+    def list_dead(
+        self, *, after: int | None = None, before: int | None = None, limit: int = 100
+    ) -> list[Job]:
+        """Dead jobs of every queue in id order, a keyset page (``after`` / ``before`` an id)."""
+        return self._runner.run(self._async.list_dead(after=after, before=before, limit=limit))
+
+    def find_job(self, job_id: int) -> Job | None:
+        """The job with this id in any queue, live or dead."""
+        return self._runner.run(self._async.find_job(job_id))
+
+    def requeue(self, job_id: int) -> bool:
+        """Move a dead job back to pending with ``attempts`` 0; ``False`` if it is not dead."""
+        return self._runner.run(self._async.requeue(job_id))
+
+    def stats(self) -> list[_admin.QueueStats]:
+        """Counts per queue that has any live or dead job, by queue name."""
+        return self._runner.run(self._async.stats())
+
+    def outcomes(self, queue: str, limit: int = 20) -> list[JobOutcome]:
+        """The latest finished jobs of ``queue``, newest first (kept results, dead jobs)."""
+        return self._runner.run(self._async.outcomes(queue, limit))
+
+    def outcome(self, job_id: int, queue: str | None = None) -> JobOutcome | None:
+        """What became of one job (kept result, dead, live), if anything."""
+        return self._runner.run(self._async.outcome(job_id, queue))
+
+    def schedule_marks(self, names: list[str]) -> list[tuple[str, float, int | None]]:
+        """``(name, last tick as POSIX seconds, last job id)`` of the named schedules."""
+        return self._runner.run(self._async.schedule_marks(names))
+
+    def cancel(self, job_id: int) -> bool:
+        """Delete the live job with this id in any queue; ``False`` if none is live."""
+        return self._runner.run(self._async.cancel(job_id))
+
+    def requeue_many(self, job_ids: Iterable[int]) -> int:
+        """Requeue each dead job listed; count those requeued."""
+        return self._runner.run(self._async.requeue_many(job_ids))
+
+    def workers(self, gone_after_s: float = _admin.GONE_AFTER_S) -> list[_admin.WorkerInfo]:
+        """Registered workers by start time; ``alive`` unless unseen for ``gone_after_s``."""
+        return self._runner.run(self._async.workers(gone_after_s))
+
+    def outcome_history(self, minutes: int = 60) -> list[_admin.OutcomeCount]:
+        """Finished-job counts per queue, minute and outcome over the last ``minutes``."""
+        return self._runner.run(self._async.outcome_history(minutes))
+
+    def queues(self) -> list[QueueInfo]:
+        """Every queue with jobs or stored settings: paused, limits, counts."""
+        return self._runner.run(self._async.queues())
+
+    def queue_info(self, queue: str) -> QueueInfo:
+        """Paused, limits and counts of one queue."""
+        return self._runner.run(self._async.queue_info(queue))
