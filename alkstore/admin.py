@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from alkstore.bookkeeping import OUTCOMES, OUTCOMES_KEPT_S, Bookkeeping
 from alkstore.core.flow import QueueSettings, Rate
@@ -36,6 +36,7 @@ __all__ = [
     "QueueInfo",
     "QueueStats",
     "WorkerInfo",
+    "flow_json",
 ]
 
 JOB_STATES = ("pending", "processing", "dead")
@@ -313,3 +314,22 @@ class Admin:
         settings = QueueSettings.from_row(rows[0]) if rows else _unset(queue)
         stats = {s.queue: s for s in await self.stats()}
         return _info(settings, stats.get(queue))
+
+
+def flow_json(info: QueueInfo | None) -> dict[str, Any]:
+    """A queue's pause flag and limits for ``--json`` (an unset queue: not paused, no limits)."""
+    if info is None:
+        return {
+            "paused": False,
+            "concurrency": None,
+            "partition_concurrency": None,
+            "rate": None,
+            "burst": None,
+        }
+    return {
+        "paused": info.paused,
+        "concurrency": info.concurrency,
+        "partition_concurrency": info.partition_concurrency,
+        "rate": None if info.rate is None else str(info.rate),
+        "burst": info.burst,
+    }

@@ -13,15 +13,14 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from alkstore.admin import QueueInfo, QueueStats, WorkerInfo
+from alkstore.admin import QueueInfo, QueueStats, WorkerInfo, flow_json
+from alkstore.core.display import age, describe_payload
 from alkstore.core.job import ROW_FIELDS, Job
 from alkstore.core.results import JobOutcome
 from alkstore.schedules import Schedule
 
 __all__ = [
-    "describe_payload",
     "flow",
-    "flow_json",
     "job_detail",
     "job_json",
     "job_table",
@@ -54,38 +53,6 @@ def when(moment: datetime | None, now: datetime | None = None) -> str:
 def _relative(moment: datetime, now: datetime) -> str:
     delta = (moment - now).total_seconds()
     return f"in {age(delta)}" if delta > 0.5 else f"{age(-delta)} ago" if delta < -0.5 else "now"
-
-
-def age(seconds: float | None) -> str:
-    """``850ms``, ``12s``, ``3m05s``, ``2h10m``."""
-    if seconds is None:
-        return "-"
-    if seconds < 1:
-        return f"{seconds * 1000:.0f}ms"
-    if seconds < 60:
-        return f"{seconds:.0f}s"
-    if seconds < 3600:
-        return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
-    return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
-
-
-def describe_payload(job: Job, width: int = 60) -> str:
-    """A task call as ``task(args)``, else the payload text, cut to ``width``."""
-    text: str
-    try:
-        data = json.loads(job.payload)
-    except (ValueError, UnicodeDecodeError):
-        data = None
-    if isinstance(data, dict) and type(data.get("task")) is str:
-        args = data.get("args") or {}
-        inner = ", ".join(f"{k}={json.dumps(v)}" for k, v in args.items())
-        text = f"{data['task']}({inner})"
-    else:
-        try:
-            text = job.payload.decode()
-        except UnicodeDecodeError:
-            text = repr(job.payload)
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _state(job: Job) -> str:
@@ -320,25 +287,6 @@ def outcome_json(o: JobOutcome) -> dict[str, Any]:
         "error": o.error,
         "attempts": o.attempts,
         "finished_at": _iso(o.finished_at) if o.finished_at is not None else None,
-    }
-
-
-def flow_json(info: QueueInfo | None) -> dict[str, Any]:
-    """A queue's pause flag and limits for ``--json`` (an unset queue: not paused, no limits)."""
-    if info is None:
-        return {
-            "paused": False,
-            "concurrency": None,
-            "partition_concurrency": None,
-            "rate": None,
-            "burst": None,
-        }
-    return {
-        "paused": info.paused,
-        "concurrency": info.concurrency,
-        "partition_concurrency": info.partition_concurrency,
-        "rate": None if info.rate is None else str(info.rate),
-        "burst": info.burst,
     }
 
 

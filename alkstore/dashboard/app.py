@@ -39,8 +39,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from alkstore.admin import GONE_AFTER_S, JOB_STATES, Admin
-from alkstore.cli.render import flow_json
+from alkstore.admin import GONE_AFTER_S, JOB_STATES, Admin, flow_json
 from alkstore.core.job import Job
 from alkstore.dashboard.assets import ICON, LIVE_JS, STYLE
 from alkstore.dashboard.pages import now_utc

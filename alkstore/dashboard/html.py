@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from html import escape
 from urllib.parse import urlencode
 
-from alkstore.cli.render import age
+from alkstore.core.display import age
 from alkstore.core.job import Job
 
 __all__ = [

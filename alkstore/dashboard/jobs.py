@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from datetime import datetime
 
-from alkstore.cli.render import age, describe_payload
+from alkstore.core.display import age, describe_payload
 from alkstore.core.job import Job
 from alkstore.core.results import JobOutcome
 from alkstore.dashboard.html import PREVIEW_CHARS, PageBase, esc, preview, shown_state, when

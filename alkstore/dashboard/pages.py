@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from alkstore.admin import JOB_STATES, OutcomeCount, QueueInfo, QueueStats, WorkerInfo
-from alkstore.cli.render import age
+from alkstore.core.display import age
 from alkstore.core.job import Job
 from alkstore.dashboard.html import esc, now_utc, options, when
 from alkstore.dashboard.jobs import JobPages

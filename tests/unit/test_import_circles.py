@@ -21,6 +21,7 @@ ALLOWED_CIRCLES: dict[str, frozenset[str]] = {
             "alkstore.schedules",
             "alkstore.tasks",
             "alkstore.worker.context",
+            "alkstore.worker.runs",
             "alkstore.worker.runtime",
         }
     ),
