@@ -51,6 +51,7 @@ class Executor:
         self._pool: ThreadPoolExecutor | None = None
         # sync handlers' calls still running in a thread (done ones drop out)
         self._threads: set[concurrent.futures.Future[Any]] = set()
+        self._successes: dict[str, Outcome] = {}  # task name -> its (immutable) success
 
     async def execute(self, run: Run) -> Outcome:
         """Run the handler of ``run`` (state ``RUNNING``); its outcome. The run is
@@ -114,8 +115,11 @@ class Executor:
             return _retry(run, name, error_text(e))
         else:
             keep = task.keep_result_s
-            if keep is None:
-                return Outcome(Kind.ACK, name, "success")
+            if keep is None:  # one shared Outcome per task: no allocation per success
+                success = self._successes.get(name)
+                if success is None:
+                    success = self._successes[name] = Outcome(Kind.ACK, name, "success")
+                return success
             try:
                 encode_result(value)
             except PayloadError as e:  # never silently dropped: a failed attempt

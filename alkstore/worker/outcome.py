@@ -47,7 +47,8 @@ class Outcome:
     """One run's outcome: its ``kind``, the task ``name``, the ``label`` it is counted
     and logged under (``success``, ``retry``, ``dead``, ``snoozed``, ``unknown``), the
     ``error`` stored as ``last_error``, the kept ``value`` and ``seconds`` (the
-    result's keep time, or the snooze's delay)."""
+    result's keep time, or the snooze's delay). Never changed once made (the
+    executor shares one success per task)."""
 
     __slots__ = ("error", "kind", "label", "name", "seconds", "value")
 

@@ -46,6 +46,8 @@ async def test_a_return_is_an_ack_and_the_run_is_done() -> None:
         None,
     )
     assert run.state is DONE
+    again = await executor.execute(make_run(encode_call("ok", {"n": 2})))
+    assert again is outcome  # one shared success per task: no allocation per job
 
 
 async def test_a_kept_result_is_its_own_ack_counted_as_success() -> None:
