@@ -90,7 +90,7 @@ class Producer:
         if self.room is not None:
             self.room.set()
 
-    def counts(self) -> tuple[int, int, int]:
+    def held_counts(self) -> tuple[int, int, int]:
         """Held claims: (handlers running, claimed ahead unstarted, outcome being written)."""
         ahead = len(self.ready)
         writing = sum(1 for run in self.held if run.state is not RUNNING and run.finished)

@@ -219,7 +219,7 @@ class Worker:
 
     def _on_signal(self, signum: int) -> None:
         name = signal.Signals(signum).name
-        running, ahead, writing = self._producer.counts()
+        running, ahead, writing = self._producer.held_counts()
         if self._stop_flag.requested:
             log.warning(
                 "%s again: stopping now (%d running handler(s) cancelled, their jobs given "
