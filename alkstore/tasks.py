@@ -17,7 +17,7 @@ import inspect
 import json
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, Self, TypeVar
 
 from alkstore.core.dedupe import Enqueued
 from alkstore.core.options import EnqueueOpts, QueueOpts, check_non_negative, describe
@@ -27,12 +27,14 @@ from alkstore.tracing import create_span, headers_of
 from alkstore.transaction import Transaction
 
 if TYPE_CHECKING:
-    from alkstore.app import App
+    from alkstore.store import Store
+    from alkstore.sync import Store as SyncStore
 
 __all__ = [
     "Deferred",
     "SyncDeferred",
     "Fail",
+    "TaskApp",
     "Snooze",
     "Task",
     "TaskCall",
@@ -43,6 +45,19 @@ __all__ = [
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+class TaskApp(Protocol):
+    """What a task needs of the :class:`~alkstore.App` it is registered on: its store,
+    async and blocking (so this module never imports ``alkstore.app``)."""
+
+    async def connect(self) -> Store:
+        """The app's store, opened in this event loop."""
+        ...
+
+    def sync_store(self) -> SyncStore:
+        """The app's blocking store."""
+        ...
 
 
 class Fail(Exception):
@@ -240,7 +255,7 @@ class Task(Generic[P, R]):
 
     def __init__(
         self,
-        app: App,
+        app: TaskApp,
         fn: Callable[P, R],
         *,
         name: str,

@@ -20,10 +20,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterable
 from typing import Any, TypeVar
 
-from alkstore.errors import EngineError, StoreClosedError
+from alkstore.errors import AlkstoreError, EngineError, StoreClosedError
 
 __all__ = ["DB_WAIT_S", "STOPPING_WAIT_S", "DbWaits"]
 
@@ -109,6 +109,17 @@ class DbWaits:
         error = EngineError(f"no answer from the database in {limit:g}s ({what})")
         self.failed(error)
         raise error
+
+    async def each(self, ops: Iterable[Awaitable[T]], what: str) -> list[T | BaseException]:
+        """Several calls at once within one bound (the stop's give-backs and releases);
+        each answer, or its error (all of them the error when the wait gave up)."""
+        ops = list(ops)
+        if not ops:
+            return []
+        try:
+            return await self.call(asyncio.gather(*ops, return_exceptions=True), what, judge=False)
+        except AlkstoreError as e:
+            return [e] * len(ops)
 
     def _answer(self, task: asyncio.Future[T]) -> T:
         try:

@@ -1,23 +1,18 @@
 """The Worker: claims jobs of an App's queues and runs their tasks, up to N at once.
 
-One claim loop per worker, pipelined: it claims ahead into a small buffer of
-``prefetch`` jobs (a cap; it adapts to the handlers' run time) while handlers run, so a freed
-slot starts the next job at once instead of waiting for a claim round trip.
-A slot frees when the handler returns; its outcome is written in the
-background (acks of many jobs share one fenced ``ack_many``), so claims and
-outcome writes overlap. When every queue came back short it waits on the
-queues' wake channels, until the earliest delayed job is due, or
-``poll_interval_s`` (the re-poll that covers a lost wake), whichever is first.
+``Worker`` keeps the lifecycle only (start, stop, signals, drain); the work is
+done by its parts, each its own module (docs/architecture.md, "The worker"):
 
-Each claimed job runs as its own asyncio task (sync functions in a thread
-pool of ``concurrency`` threads). One heartbeat task resets the claim of every
-job held longer than a third of its visibility timeout (buffered ones too), so
-a handler may run far longer than the timeout. Outcomes use the handle's own
-fenced operations: ``ack`` on success, ``retry`` on an exception (the store
-picks the backoff or dead-letters when the budget is spent), ``fail`` on
-:class:`~alkstore.Fail`, an unknown task or unusable arguments. Each outcome
-stays fenced per job: a batched ack of a claim that lapsed and was taken by
-another worker is refused, never applied to the later claim.
+- ``producer.py``: the claim loop, the claim-ahead buffer of ``prefetch`` jobs
+  and the ``concurrency`` slots (a freed slot starts the next buffered job at
+  once; the wake/poll waits when the queues come back short);
+- ``executor.py``: runs one job's handler and returns one ``Outcome``
+  (``outcome.py``); it stops a handler whose job is no longer ours;
+- ``completer.py``: the only writer of outcomes, each through the handle's own
+  fenced operation, successes in receipted ack batches (``group_ack.Batcher``);
+- maintenance services: ``heartbeats.py`` (keep held claims, stop the lapsed),
+  ``cancels.py`` (cancel and reclaim announcements), ``sweeps.py``,
+  ``scheduler.py`` (cron ticks) and ``presence.py`` (the registry row).
 
 Stopping (SIGTERM/SIGINT, or :meth:`Worker.stop`): no more claims; buffered
 jobs that never started are released (pending again, the attempt uncounted);
@@ -39,9 +34,7 @@ each handler runs in a ``process {queue}`` span when tracing is configured
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
-import contextvars
 import functools
 import logging
 import os
@@ -49,51 +42,38 @@ import signal
 import socket
 import time
 import uuid
-from collections import Counter, deque
-from collections.abc import Awaitable, Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections import Counter
+from collections.abc import Awaitable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from alkstore.consume import ClaimLoop
-from alkstore.core.flow import CANCEL_NOTE, RECLAIMED_NOTE
 from alkstore.core.names import check_name, check_worker_id
 from alkstore.core.options import QueueOpts, check_non_negative, check_positive, describe
-from alkstore.core.results import encode_result
 from alkstore.core.urls import redact_url
-from alkstore.errors import (
-    AlkstoreError,
-    EngineError,
-    InvalidArgumentError,
-    PayloadError,
-    StoreClosedError,
-)
-from alkstore.job_handle import JobHandle
-from alkstore.queue import Queue
-from alkstore.store import Store
-from alkstore.tasks import BadCall, Fail, Snooze, Task, decode_call, decode_envelope
-from alkstore.tracing import process_span, recording
-from alkstore.worker.context import reset_current, set_current
+from alkstore.errors import AlkstoreError, InvalidArgumentError, StoreClosedError
+from alkstore.worker.cancels import watch_cancels
+from alkstore.worker.completer import Completer
+from alkstore.worker.executor import Executor
+from alkstore.worker.heartbeats import Heartbeats
 from alkstore.worker.netwait import STOPPING_WAIT_S, DbWaits
 from alkstore.worker.presence import Presence
-from alkstore.worker.runs import Run as _Run
-from alkstore.worker.runs import beat_period, lapse_margin
-from alkstore.worker.runs import error_text as _error_text
-from alkstore.worker.runs import outcome_records as _outcome_records
-from alkstore.worker.unknown import UNKNOWN_DELAY_S, UNKNOWN_MAX_AGE_S, UnknownTasks
+from alkstore.worker.producer import Producer
+from alkstore.worker.runs import StopFlag
+from alkstore.worker.scheduler import schedule_loop
+from alkstore.worker.sweeps import sweep_loop
+from alkstore.worker.unknown import UNKNOWN_MAX_AGE_S, UnknownTasks
 
 if TYPE_CHECKING:
-    from alkstore.app import App
     from alkstore.metrics import Metrics
+    from alkstore.store import Store
     from alkstore.subscription import Subscription
+    from alkstore.worker.protocols import WorkerApp
 
 __all__ = ["Worker", "catch_early_signals"]
 
 log = logging.getLogger("alkstore.worker")
 
-PREFETCH_WAIT_S = 0.05  # a buffered job should wait about this long for a slot, at most
 OPEN_WAIT_S = 600.0  # opening the store may migrate it; a stop cuts the wait short
 RECEIPT_MAX_AGE_S = 3600.0  # ack receipts of workers gone this long are deleted
-INTERRUPTED = "interrupted: the worker stopped before the handler finished"
 
 
 _early_signals: list[int] = []  # caught before a Worker took the signals over
@@ -111,16 +91,6 @@ def catch_early_signals() -> None:
         signal.signal(signum, record)
 
 
-_NO_SPAN = contextlib.nullcontext()
-
-
-def _tick(tick: Any) -> tuple[str, str]:
-    return tick.schedule, tick.at.isoformat()
-
-
-# (task name, outcome, the fenced handle operation that records it, error)
-_Outcome = tuple[str, str, Callable[[], Awaitable[bool]], str | None]
-
 
 class Worker:
     """Runs an App's tasks from its queues; ``await worker.run()`` until stopped.
@@ -131,7 +101,7 @@ class Worker:
 
     def __init__(
         self,
-        app: App,
+        app: WorkerApp,
         queues: Iterable[str] | None = None,
         *,
         concurrency: int = 8,
@@ -178,7 +148,6 @@ class Worker:
         self.presence_interval_s = check_positive("presence_interval_s", presence_interval_s)
         if unknown_task_max_age_s is not None:
             check_non_negative("unknown_task_max_age_s", unknown_task_max_age_s)
-        self._unknown = UnknownTasks(self.worker_id, unknown_task_max_age_s)
         self._db = DbWaits(self.worker_id)
         if metrics_port is not None and (
             type(metrics_port) is not int or not 0 <= metrics_port <= 65535
@@ -192,29 +161,24 @@ class Worker:
         self.metrics_port = metrics_port
         self.metrics_host = metrics_host
         self.metrics_server: Any = None  # the /metrics HTTP server while running
-        self._presence: Presence | None = None
         self.counts: Counter[str] = Counter()
-        self._runs: set[_Run] = set()  # every claim held: buffered, running, being recorded
-        self._ready: deque[_Run] = deque()  # claimed ahead, not started
-        self._active = 0  # handlers running (slots taken)
-        self._duration_s: float | None = None  # moving average of handler run times
-        self._acking: list[_Run] = []  # successes for the next ack batch
-        self._ack_flush: asyncio.Task[None] | None = None
-        self._store: Store | None = None
-        self._stopping = False
-        self._forced = False
+        self._stop_flag = StopFlag()
+        unknown = UnknownTasks(self.worker_id, unknown_task_max_age_s)
+        self._executor = Executor(app, concurrency, self._stop_flag, unknown)
+        self._producer = Producer(
+            self.worker_id,
+            concurrency,
+            prefetch,
+            self.poll_interval_s,
+            self._db,
+            self._stop_flag,
+            self._executor,
+            metrics,
+        )
+        self._completer: Completer | None = None  # built once the store is open
         self._stop_event: asyncio.Event | None = None
-        self._slot_freed: asyncio.Event | None = None
-        self._beat_changed: asyncio.Event | None = None
-        self._beat_at = 0.0  # when the heartbeat task wakes next (monotonic)
         self._sub: Subscription | None = None
-        self._pool: ThreadPoolExecutor | None = None
-        # sync handlers' calls still running in a thread (done ones drop out)
-        self._threads: set[concurrent.futures.Future[Any]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
-        # on a poll-only store, the heartbeat doubles as the cancel/reclaim check
-        self._poll_beat_s: float | None = None
-        self._traced = False  # whether handlers run in spans (asked per claimed batch)
 
     # -- control ------------------------------------------------------------------
     def stop(self, *, force: bool = False) -> None:
@@ -233,21 +197,22 @@ class Worker:
         self._stop(force)
 
     def _stop(self, force: bool) -> None:
-        first = not self._stopping
-        self._stopping = True
-        self._forced = self._forced or force
-        self._db.stopping(self._forced)
-        for event in (self._stop_event, self._slot_freed):
-            if event is not None:
-                event.set()
+        flag = self._stop_flag
+        first = not flag.requested
+        flag.requested = True
+        flag.forced = flag.forced or force
+        self._db.stopping(flag.forced)
+        if self._stop_event is not None:
+            self._stop_event.set()
+        self._producer.wake()
         sub = self._sub
         if first and sub is not None and self._loop is not None:
             self._loop.create_task(sub.aclose())
 
     def _on_signal(self, signum: int) -> None:
         name = signal.Signals(signum).name
-        running, ahead, writing = self._held()
-        if self._stopping:
+        running, ahead, writing = self._producer.held_counts()
+        if self._stop_flag.requested:
             log.warning(
                 "%s again: stopping now (%d running handler(s) cancelled, their jobs given "
                 "back; %d outcome(s) not yet written are left to their claims' lapse)",
@@ -268,16 +233,16 @@ class Worker:
             )
             self._stop(False)
 
-    def _held(self) -> tuple[int, int, int]:
-        """Held claims: (handlers running, claimed ahead unstarted, outcome being written)."""
-        ahead = len(self._ready)
-        writing = sum(1 for run in self._runs if run.done)
-        return len(self._runs) - ahead - writing, ahead, writing
-
     @property
     def running(self) -> int:
         """How many jobs this worker holds right now."""
-        return len(self._runs)
+        return len(self._producer.held)
+
+    @property
+    def abandoned_threads(self) -> int:
+        """Sync handlers still running in a thread whose jobs are no longer this
+        worker's (given back at the end of the grace period, or revoked)."""
+        return self._executor.abandoned_threads
 
     # -- the run ------------------------------------------------------------------
     async def run(self) -> int:
@@ -285,10 +250,9 @@ class Worker:
         loop = asyncio.get_running_loop()
         self._loop = loop
         self._stop_event = asyncio.Event()
-        self._slot_freed = asyncio.Event()
-        self._beat_changed = asyncio.Event()
+        self._producer.open()
         self._db.start()
-        if self._forced:
+        if self._stop_flag.forced:
             self._db.stopping(True)
         # first: a signal while the store opens stops the worker cleanly
         signals = self._install_signals(loop)
@@ -302,32 +266,32 @@ class Worker:
                 self.metrics_server = None
             for signum in signals:
                 loop.remove_signal_handler(signum)
-            if self._pool is not None:
-                self._pool.shutdown(wait=False, cancel_futures=True)
+            self._executor.shutdown()
 
     async def _run(self, loop: asyncio.AbstractEventLoop) -> int:
-        if self._stopping:
+        stop = self._stop_flag
+        if stop.requested:
             log.info("worker %s stopped before it opened the store", self.worker_id)
-            return 1 if self._forced else 0
+            return 1 if stop.forced else 0
         try:
             store = await self._db.call(self.app.connect(), "connect", timeout_s=OPEN_WAIT_S)
         except AlkstoreError:
-            if not self._stopping:
+            if not stop.requested:
                 raise
             log.info("worker %s stopped while opening the store", self.worker_id)
-            return 1 if self._forced else 0
-        self._store = store
-        self._poll_beat_s = None if store.listens else self.poll_interval_s
+            return 1 if stop.forced else 0
         queues = [store.queue(name, self.queue_opts) for name in self.queues]
-        presence = self._presence = Presence(
+        producer = self._producer
+        presence = Presence(
             store,
             self.worker_id,
             self.queues,
             self.concurrency,
-            running=lambda: self._active,
+            running=lambda: producer.active,
             interval_s=self.presence_interval_s,
             metrics=self.metrics,
         )
+        self._build(store, presence)
         if self.metrics is not None and self.metrics_port is not None:
             self.metrics_server = self.metrics.serve(self.metrics_port, self.metrics_host)
             log.info(
@@ -350,38 +314,74 @@ class Worker:
         try:
             await self._db.call(sub.__aenter__(), "listen", OPEN_WAIT_S, judge=False)
             self._sub = sub
-            if self._stopping:
+            if stop.requested:
                 await sub.aclose()
-            helpers = [
-                loop.create_task(self._heartbeat_loop()),
-                loop.create_task(self._sweep_loop(queues)),
+            assert producer.heartbeats is not None
+            revoke = self._executor.revoke
+            services = [
+                loop.create_task(producer.heartbeats.run()),
+                loop.create_task(sweep_loop(queues, self._db, self.sweep_interval_s)),
                 loop.create_task(presence.run()),
-                loop.create_task(self._cancel_watch(store)),
+                loop.create_task(watch_cancels(store, self.queues, producer.held, revoke)),
             ]
             if self.schedule and self.app.schedules:
-                helpers.append(loop.create_task(self._schedule_loop(store)))
+                services.append(
+                    loop.create_task(
+                        schedule_loop(
+                            store,
+                            self.app.schedules,
+                            self._db,
+                            stop,
+                            self._pause,
+                            self.poll_interval_s,
+                        )
+                    )
+                )
             try:
-                await self._claim_loop(store, queues, sub)
+                await producer.run(store, queues, sub, self._pause)
             finally:
-                self._stopping = True
+                stop.requested = True
                 await self._drain()
-                for helper in helpers:
-                    helper.cancel()
-                # a helper stuck in a database call is left to end in the background
-                await asyncio.wait(helpers, timeout=0.0 if self._forced else STOPPING_WAIT_S)
-                if not self._forced:
+                for service in services:
+                    service.cancel()
+                # a service stuck in a database call is left to end in the background
+                await asyncio.wait(services, timeout=0.0 if stop.forced else STOPPING_WAIT_S)
+                if not stop.forced:
                     await self._quietly(presence.leave(), "unregister", judge=False)
                     await self._quietly(
                         store._drop_ack_receipts(self.worker_id, RECEIPT_MAX_AGE_S),
                         "drop ack receipts",
                     )
         except StoreClosedError:
-            if not self._stopping:
+            if not stop.requested:
                 raise
         finally:
             await self._quietly(sub.aclose(), "unlisten", judge=False)
         log.info("worker %s stopped: %s", self.worker_id, dict(self.counts) or "no jobs")
-        return 1 if self._forced else 0
+        return 1 if stop.forced else 0
+
+    def _build(self, store: Store, presence: Presence) -> None:
+        """The parts that need the open store: the completer and the heartbeats."""
+        producer = self._producer
+        assert producer.room is not None
+        # on a poll-only store, the heartbeat doubles as the cancel/reclaim check
+        poll_beat_s = None if store.listens else self.poll_interval_s
+        producer.poll_beat_s = poll_beat_s
+        producer.heartbeats = Heartbeats(
+            producer.held, self._db, poll_beat_s, self._executor.revoke
+        )
+        producer.completer = self._completer = Completer(
+            store,
+            self.app,
+            self.worker_id,
+            self._db,
+            self._stop_flag,
+            counts=self.counts,
+            held=producer.held,
+            room=producer.room,
+            presence=presence,
+            metrics=self.metrics,
+        )
 
     async def _quietly(self, op: Awaitable[Any], what: str, *, judge: bool = True) -> None:
         """A bounded best-effort database call: a failure is logged, not raised."""
@@ -409,579 +409,22 @@ class Worker:
         return installed
 
     async def _pause(self, seconds: float) -> None:
+        """A sleep that a stop cuts short."""
         assert self._stop_event is not None
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stop_event.wait(), seconds)
-
-    async def _claim_loop(self, store: Store, queues: list[Queue], sub: Subscription) -> None:
-        assert self._slot_freed is not None
-        loop = ClaimLoop(queues, sub, self.poll_interval_s, pause=self._pause)
-        store._loops.add(loop)
-        turn = 0
-        try:
-            while not self._stopping:
-                ahead = self._claim_ahead()
-                depth = self.concurrency + ahead  # jobs started or buffered, at most
-                refill_at = max(1, ahead // 2)  # a fuller buffer waits for a bigger claim
-                hold_max = 2 * depth  # held claims, outcomes still being written included
-                want = min(depth - self._active - len(self._ready), hold_max - len(self._runs))
-                idle_slots = self.concurrency - self._active > len(self._ready)
-                if want <= 0 or (want < refill_at and not idle_slots):
-                    self._slot_freed.clear()
-                    await self._slot_freed.wait()
-                    continue
-                left = await loop.attempt(self._claim_round, loop, queues, turn, want)
-                turn += 1
-                if left is None or left == 0:
-                    continue  # backed off after a failure, or the claim filled what we want
-                # every queue came back short: wait for a wake, a due job, the rate
-                # limit's next slot or the re-poll
-                with contextlib.suppress(EngineError):  # no answer: logged; claim again
-                    await self._db.call(
-                        loop.wait_for_work(),
-                        "next due",
-                        self.poll_interval_s + self._db.timeout_s,
-                        judge=False,
-                    )
-        except StoreClosedError:
-            if not self._stopping:
-                log.error("worker %s: the store was closed; stopping", self.worker_id)
-        finally:
-            store._loops.discard(loop)
-
-    async def _claim_round(self, loop: ClaimLoop, queues: list[Queue], turn: int, want: int) -> int:
-        """Claim from each queue in turn until ``want`` jobs are held; how many are missing."""
-        for i in range(len(queues)):
-            queue = queues[(turn + i) % len(queues)]
-            sent = time.monotonic()
-            handles, hold = await self._db.call(queue.claim_held(self.worker_id, want), "claim")
-            loop.held(hold)  # a rate limit held this queue back until then
-            if handles and self.metrics is not None:
-                self._observe_claim(queue.name, handles)
-            self._take(handles, sent)
-            want -= len(handles)
-            if want == 0:
-                break
-        return want
-
-    def _claim_ahead(self) -> int:
-        """How many jobs to hold in the buffer now: ``prefetch`` at most, and no more
-        than the slots finish in about ``PREFETCH_WAIT_S`` at the handlers' average
-        run time (so long jobs are not hoarded while other workers idle); until a
-        handler has finished, at most ``concurrency``."""
-        average = self._duration_s
-        if average is None:
-            return min(self.prefetch, self.concurrency)
-        fits = int(self.concurrency * PREFETCH_WAIT_S / max(average, 1e-6))
-        return min(self.prefetch, fits)
-
-    # -- one job ------------------------------------------------------------------
-    def _take(self, handles: list[JobHandle], sent: float) -> None:
-        """Hold freshly claimed jobs (claimed by a request ``sent`` then): buffer them,
-        then start as many as slots allow."""
-        assert self._beat_changed is not None
-        if not handles:
-            return
-        now = time.monotonic()
-        self._traced = recording()  # asked once per batch, not per job
-        for handle in handles:
-            run = _Run(handle, now, sent, self._poll_beat_s)
-            self._runs.add(run)
-            self._ready.append(run)
-            if run.next_beat < self._beat_at:
-                self._beat_changed.set()
-        self._fill()
-
-    def _fill(self) -> None:
-        """Start buffered jobs while slots are free (never once stopping)."""
-        loop = self._loop
-        assert loop is not None
-        ready = self._ready
-        while ready and self._active < self.concurrency and not self._stopping:
-            run = ready.popleft()
-            if run.revoked is not None:  # cancelled or lost while buffered: never run it
-                self._runs.discard(run)
-                self._record_revoked(run, self._task_name(run))
-                continue
-            self._active += 1
-            run.started = time.monotonic()
-            run.task = loop.create_task(self._execute(run))
-            run.task.add_done_callback(functools.partial(self._finished, run))
-
-    def _free_slot(self, run: _Run) -> None:
-        if run.freed:
-            return
-        run.freed = True
-        run.finished = now = time.monotonic()
-        took = now - run.started
-        average = self._duration_s
-        self._duration_s = took if average is None else average + (took - average) * 0.1
-        self._active -= 1
-        self._fill()
-        if self._slot_freed is not None:
-            self._slot_freed.set()
-
-    def _finished(self, run: _Run, _task: asyncio.Task[None]) -> None:
-        self._free_slot(run)
-        if not run.acking:  # else held until the batcher recorded it
-            self._runs.discard(run)
-        if self._slot_freed is not None:
-            self._slot_freed.set()
-
-    async def _execute(self, run: _Run) -> None:
-        try:
-            name, outcome, op, error = await self._handle(run)
-        finally:
-            self._free_slot(run)  # the next job starts while this outcome is written
-        if run.revoked is not None:  # no longer ours: write nothing
-            self._record_revoked(run, name)
-            return
-        if outcome == "success":
-            self._ack_later(run, name)  # this task ends; the ack batcher records it
-            return
-        if outcome == "kept":  # a success whose result is kept: its own fenced ack
-            outcome = "success"
-        await self._outcome(run, name, outcome, op(), error)
-
-    async def _handle(self, run: _Run) -> _Outcome:
-        """Run the handler; the outcome to write, as (task name, outcome, operation, error)."""
-        handle = run.handle
-        job = handle.job
-        name = "?"
-        trace = None
-        try:
-            name, arguments, trace = decode_envelope(job.payload)
-            task = self.app.find_task(name)
-            if task is None:  # e.g. a rolling deploy: a newer worker may know it
-                run.done = True
-                return self._unknown_task(run, describe(name))
-        except BadCall:  # not a task call (e.g. a newer envelope): the same policy
-            run.done = True
-            return self._unknown_task(run, "? (the payload is not a task call)")
-        try:
-            args, kwargs = task.call_arguments(arguments)
-        except BadCall as e:
-            run.done = True
-            return name, "dead", functools.partial(handle.fail, str(e)), str(e)
-        token = set_current(run.job)
-        timeout: asyncio.Timeout | None = None
-        value: Any = None
-        try:
-            span = (
-                process_span(job.queue, job.id, job.attempts, name, trace)
-                if self._traced
-                else _NO_SPAN
-            )
-            with span:
-                if task.timeout_s is None:
-                    value = await self._call(task, args, kwargs)
-                else:
-                    async with asyncio.timeout(task.timeout_s) as timeout:
-                        value = await self._call(task, args, kwargs)
-        except Fail as e:
-            run.done = True
-            error = str(e) or "Fail"
-            return name, "dead", functools.partial(handle.fail, error), error
-        except Snooze as e:
-            run.done = True
-            return name, "snoozed", functools.partial(handle.snooze, e.delay_s), None
-        except TimeoutError as e:
-            run.done = True
-            if timeout is not None and timeout.expired():
-                error = f"timeout: the handler ran longer than {task.timeout_s:g}s"
-            else:
-                error = _error_text(e)
-            return self._retry(run, name, error)
-        except asyncio.CancelledError as e:
-            current = asyncio.current_task()
-            if run.revoked is not None and not self._stopping:
-                if current is not None:
-                    current.uncancel()  # our own cancel: the job is no longer ours
-                run.done = True
-                return name, "revoked", handle.heartbeat, None  # never called
-            if current is not None and current.cancelling():
-                raise  # the worker is stopping: _drain gives the job back
-            run.done = True  # a CancelledError out of the handler's own code
-            return self._retry(run, name, _error_text(e))
-        except BaseException as e:  # an outcome for every job, always
-            run.done = True
-            if task.fail_on and isinstance(e, task.fail_on):
-                error = _error_text(e)
-                return name, "dead", functools.partial(handle.fail, error), error
-            return self._retry(run, name, _error_text(e))
-        else:
-            run.done = True
-            keep = task.keep_result_s
-            if keep is None:
-                return name, "success", handle.ack, None
-            try:
-                encode_result(value)
-            except PayloadError as e:  # never silently dropped: a failed attempt
-                return self._retry(run, name, f"PayloadError: task {name!r}: {e}")
-            return name, "kept", functools.partial(handle.ack_result, value, keep), None
-        finally:
-            reset_current(token)
-
-    def _unknown_task(self, run: _Run, name: str) -> _Outcome:
-        """Give the job back unrun (attempt uncounted), or dead-letter it once this
-        worker has given it back for ``unknown_task_max_age_s`` (``unknown.py``)."""
-        handle = run.handle
-        job = handle.job
-        known = ", ".join(sorted(self.app.tasks)) or "none"
-        if self._unknown.give_back(job.id, name, job.queue, known):
-            op = functools.partial(handle.snooze, UNKNOWN_DELAY_S)
-            return name, "unknown", op, None
-        error = self._unknown.error(name)
-        return name, "dead", functools.partial(handle.fail, error), error
-
-    async def _call(self, task: Task[Any, Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
-        if task.is_async:
-            return await task.fn(*args, **kwargs)
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="alkstore-task")
-        assert self._loop is not None
-        call = functools.partial(contextvars.copy_context().run, task.fn, *args, **kwargs)
-        thread = self._pool.submit(call)
-        self._threads.add(thread)
-        thread.add_done_callback(self._threads.discard)
-        result = await asyncio.wrap_future(thread, loop=self._loop)
-        if asyncio.iscoroutine(result):  # a sync wrapper that returned a coroutine
-            return await result
-        return result
-
-    def _ack_later(self, run: _Run, name: str) -> None:
-        """Hand a success to the ack batcher: one fenced ``store.ack_many`` for every
-        success that arrived while the previous one was in flight."""
-        assert self._loop is not None
-        run.name = name
-        run.acking = True
-        self._acking.append(run)
-        if self._ack_flush is None:
-            self._ack_flush = self._loop.create_task(self._flush_acks())
-
-    async def _flush_acks(self) -> None:
-        try:
-            while self._acking:
-                runs, self._acking = self._acking, []
-                answers = await self._ack_runs(runs)
-                for run, acked in zip(runs, answers, strict=True):
-                    self._runs.discard(run)
-                    self._record(run, run.name, "success" if acked else "lost", None)
-                if self._slot_freed is not None:
-                    self._slot_freed.set()  # room under the hold limit again
-        finally:
-            self._ack_flush = None
-            for run in self._acking:  # cancelled: their claims lapse, they run again
-                self._runs.discard(run)
-
-    async def _ack_runs(self, runs: list[_Run]) -> list[bool]:
-        """The fenced acks, with this worker's receipt (docs/contract.md, "Ack
-        receipts"). A database error is retried with the same batch token until the
-        batch's claims lapse (or a forced stop), so a retry answers for an attempt
-        whose reply was lost: a claim counts as acked only when the receipt proves
-        it, never because its row is gone (another claim may have acked it). If no
-        try gets through, the claims lapse and the jobs run again (at-least-once):
-        counted ``lost``."""
-        assert self._store is not None
-        handles = [run.handle for run in runs]
-        token = uuid.uuid4().hex
-        # past the claims' lapse a retry acks nothing new, but the receipt still proves
-        # an earlier attempt; later batches wait behind this one meanwhile
-        until = max(run.expires + run.handle.job.visibility_timeout_s for run in runs)
-        failures = 0
-        while True:
-            try:
-                return await self._db.call(
-                    self._store._ack_receipted(handles, self.worker_id, token), "ack"
-                )
-            except StoreClosedError:
-                break
-            except AlkstoreError as e:
-                failures += 1
-                pause = min(0.1 * 2**failures, 2.0)
-                if self._forced or time.monotonic() + pause > until:
-                    log.warning("ack of %d job(s) failed: %s", len(handles), e)
-                    break
-                if failures == 1:
-                    log.warning("ack of %d job(s) failed (%s); retrying", len(handles), e)
-                await asyncio.sleep(pause)
-        return [False] * len(handles)
-
-    @staticmethod
-    def _retry(run: _Run, name: str, error: str) -> _Outcome:
-        job = run.handle.job
-        outcome = "dead" if job.attempts >= job.max_attempts else "retry"
-        return name, outcome, functools.partial(run.handle.retry, error), error
-
-    async def _outcome(
-        self, run: _Run, name: str, outcome: str, op: Awaitable[bool], error: str | None
-    ) -> None:
-        """Await the handle operation ``op``, then count and log the outcome."""
-        try:
-            done = await self._db.call(op, f"outcome {outcome}")
-        except StoreClosedError:
-            done = False
-        except AlkstoreError as e:
-            log.warning("job %d: writing outcome %s failed: %s", run.handle.job.id, outcome, e)
-            done = False
-        self._record(run, name, outcome if done else "lost", error)
-
-    def _record(self, run: _Run, name: str, outcome: str, error: str | None) -> None:
-        """Count and log one outcome (``lost``: the claim lapsed, or the job was
-        cancelled, so it is not ours any more)."""
-        self.counts[outcome] += 1
-        if outcome == "unknown":  # given back unrun: not a finished run (warned in unknown.py)
-            if log.isEnabledFor(logging.DEBUG):
-                self._log(logging.DEBUG, run, name, outcome, None)
-            return
-        self._observe(run, name, outcome)
-        level = logging.INFO if outcome == "success" else logging.WARNING
-        if log.isEnabledFor(level):
-            self._log(level, run, name, outcome, error)
-
-    def _observe(self, run: _Run, name: str, outcome: str) -> None:
-        """Count one finished run in the outcome history and the metrics."""
-        queue = run.handle.job.queue
-        if self._presence is not None:
-            self._presence.count(queue, outcome)
-        if self.metrics is not None:
-            task = name if name in self.app.tasks else "unknown"  # bounded label values
-            duration = (run.finished or time.monotonic()) - run.started
-            self.metrics.finished(queue, task, outcome, duration)
-
-    def _observe_claim(self, queue: str, handles: list[JobHandle]) -> None:
-        assert self.metrics is not None
-        now = time.time()
-        self.metrics.claimed(queue, len(handles), (now - h.job.run_at.timestamp() for h in handles))
-
-    def _record_revoked(self, run: _Run, name: str) -> None:
-        outcome = run.revoked or "lost"
-        reason = "cancelled" if outcome == "cancelled" else "the claim is no longer ours"
-        self._record(run, name, outcome, f"{reason}: the handler was stopped")
-
-    def _revoke(self, run: _Run, why: str) -> None:
-        """Stop the handler of a job that is no longer ours (cancelled, or claim lost)."""
-        if run.revoked is not None or run.done:
-            return
-        run.revoked = why
-        run.lost = True
-        run.job._revoke()  # a sync handler sees current_job().cancelled
-        task = run.task  # None while buffered: _fill drops it
-        if task is not None and self._is_async(run):
-            task.cancel()  # an async handler gets CancelledError
-
-    def _is_async(self, run: _Run) -> bool:
-        task = self.app.find_task(self._task_name(run))
-        return task is not None and task.is_async
-
-    async def _cancel_watch(self, store: Store) -> None:
-        """Announcements on the queues' channels that a job this worker holds is no
-        longer its: ``cancel:<id>`` and ``reclaimed:<id>:<attempts>``. A poll-only
-        store hears none: its heartbeats beat every ``poll_interval_s`` instead."""
-        if not store.listens:
-            return
-        async with store.listen(*self.queues) as sub:
-            async for note in sub:
-                payload = note.payload
-                if payload.startswith(CANCEL_NOTE):
-                    why, fields = "cancelled", payload[len(CANCEL_NOTE) :].split(":")
-                elif payload.startswith(RECLAIMED_NOTE):
-                    why, fields = "lost", payload[len(RECLAIMED_NOTE) :].split(":")
-                else:
-                    continue
-                if not all(f.isdigit() for f in fields) or not 1 <= len(fields) <= 2:
-                    continue
-                job_id = int(fields[0])
-                newer = int(fields[1]) if len(fields) == 2 else None
-                for run in list(self._runs):
-                    job = run.handle.job
-                    if job.id != job_id or job.queue != note.channel:
-                        continue
-                    if newer is not None and job.attempts >= newer:
-                        continue  # that claim is ours (or later than the one announced)
-                    if run.done:  # its handler returned: nothing to stop
-                        log.warning(
-                            "job %d (queue %s): %s after its handler returned; its outcome "
-                            "is refused unless it was written first",
-                            job_id,
-                            note.channel,
-                            "cancelled" if why == "cancelled" else "reclaimed by another claim",
-                        )
-                        continue
-                    log.warning(
-                        "job %d (queue %s): %s; stopping it",
-                        job_id,
-                        note.channel,
-                        "cancelled" if why == "cancelled" else "reclaimed by another claim",
-                    )
-                    self._revoke(run, why)
-
-    def _log(self, level: int, run: _Run, name: str, outcome: str, error: str | None) -> None:
-        job = run.handle.job
-        duration_ms = ((run.finished or time.monotonic()) - run.started) * 1000
-        fields = {
-            "queue": job.queue,
-            "task": name,
-            "id": job.id,
-            "attempt": job.attempts,
-            "max_attempts": job.max_attempts,
-            "duration_ms": round(duration_ms, 3),
-            "outcome": outcome,
-        }
-        line = (
-            f"job outcome={outcome} queue={job.queue} task={name} id={job.id} "
-            f"attempt={job.attempts}/{job.max_attempts} duration_ms={duration_ms:.1f}"
-        )
-        if error is not None:
-            first = error.splitlines()[0] if error else ""
-            fields["error"] = first
-            line += f" error={first!r}"
-        _outcome_records.emit(level, line, fields)
-
-    # -- heartbeats and sweeps --------------------------------------------------------
-    async def _heartbeat_loop(self) -> None:
-        """Beat every held claim when due (in the background: a beat waiting on a dead
-        connection holds up nothing), and stop the handler of a claim that lapsed by
-        this worker's own clock (``_lapse``): a cut-off worker's claims are taken
-        over by others at their deadline, whether or not it hears about it."""
-        assert self._beat_changed is not None
-        beats: set[asyncio.Task[None]] = set()
-        try:
-            while True:
-                now = time.monotonic()
-                self._lapse(now)
-                due = [
-                    r
-                    for r in self._runs
-                    if not r.done and not r.lost and not r.beating and r.next_beat <= now
-                ]
-                if due:
-                    for run in due:
-                        run.beating = True
-                    beat = asyncio.ensure_future(self._beat(due, now))
-                    beats.add(beat)
-                    beat.add_done_callback(beats.discard)
-                wake = 60.0
-                for r in self._runs:
-                    if r.done or r.lost:
-                        continue
-                    wake = min(wake, r.expires - lapse_margin(r.handle.job.visibility_timeout_s))
-                    if not r.beating:
-                        wake = min(wake, r.next_beat)
-                wait = min(max(wake - time.monotonic(), 0.0), 60.0) if self._runs else 60.0
-                self._beat_at = time.monotonic() + wait
-                self._beat_changed.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._beat_changed.wait(), wait)
-        finally:
-            for beat in beats:
-                beat.cancel()
-
-    async def _beat(self, due: list[_Run], sent: float) -> None:
-        """One round of heartbeats, sent at ``sent`` (monotonic)."""
-        assert self._beat_changed is not None
-        try:
-            results = await self._db.call(self._heartbeats(due), "heartbeat")
-        except AlkstoreError as e:
-            results = [e] * len(due)
-        for run, result in zip(due, results, strict=True):
-            run.beating = False
-            vt = run.handle.job.visibility_timeout_s
-            if result is True:
-                run.next_beat = sent + beat_period(vt, self._poll_beat_s)
-                run.expires = sent + vt
-            elif result is False:
-                if not run.done and run.revoked is None:
-                    job = run.handle.job
-                    log.warning(
-                        "job %d (queue %s): heartbeat refused; the claim lapsed or "
-                        "the job was cancelled: stopping it, no outcome is recorded",
-                        job.id,
-                        job.queue,
-                    )
-                    self._revoke(run, "lost")
-            else:  # the database hiccuped: beat again soon
-                log.debug("heartbeat of job %d failed: %s", run.handle.job.id, result)
-                run.next_beat = time.monotonic() + min(0.25, vt / 10)
-        self._beat_changed.set()
-
-    @staticmethod
-    async def _heartbeats(due: list[_Run]) -> list[Any]:
-        """Each run's heartbeat answer (or error); the error itself when all failed."""
-        results = await asyncio.gather(*(r.handle.heartbeat() for r in due), return_exceptions=True)
-        first = results[0]
-        if isinstance(first, AlkstoreError) and all(isinstance(r, AlkstoreError) for r in results):
-            raise first
-        return results
-
-    def _lapse(self, now: float) -> None:
-        """Stop the handlers whose claims lapsed by this worker's clock (less the margin):
-        no heartbeat got through in time, so another worker may claim the job now."""
-        for run in self._runs:
-            if run.done or run.revoked is not None:
-                continue
-            vt = run.handle.job.visibility_timeout_s
-            if now < run.expires - lapse_margin(vt):
-                continue
-            job = run.handle.job
-            log.warning(
-                "job %d (queue %s): its claim lapses in %.1fs by this worker's clock and no "
-                "heartbeat got through: stopping it, no outcome is recorded",
-                job.id,
-                job.queue,
-                max(run.expires - now, 0.0),
-            )
-            self._revoke(run, "lost")
-
-    async def _sweep_loop(self, queues: list[Queue]) -> None:
-        while True:
-            for queue in queues:
-                try:
-                    result = await self._db.call(queue.sweep_expired(), "sweep")
-                except StoreClosedError:
-                    return
-                except AlkstoreError as e:
-                    log.warning("sweep of queue %s failed: %s", queue.name, e)
-                    continue
-                if result.expired or result.purged:
-                    log.info(
-                        "sweep queue=%s expired=%d purged=%d",
-                        queue.name,
-                        result.expired,
-                        result.purged,
-                    )
-            await asyncio.sleep(self.sweep_interval_s)
-
-    async def _schedule_loop(self, store: Store) -> None:
-        """Enqueue the app's due ticks (every worker does; the database keeps each once),
-        then sleep until the next tick of any schedule."""
-        from alkstore.schedules import enqueue_due
-
-        schedules = self.app.schedules
-        while not self._stopping:
-            try:
-                for tick in await self._db.call(enqueue_due(store, schedules), "schedule"):
-                    if tick.enqueued is None:
-                        log.info("schedule %r: tick %s skipped (still running)", *_tick(tick))
-                    elif not tick.enqueued.duplicate:
-                        log.info("schedule %r: tick %s enqueued", *_tick(tick))
-            except StoreClosedError:
-                return
-            except AlkstoreError as e:
-                log.warning("scheduling failed: %s", e)
-            now = time.time()
-            upcoming = min(s.next_after(now).timestamp() for s in schedules)
-            await self._pause(min(max(upcoming - time.time(), 0.001), self.poll_interval_s))
 
     # -- stopping -----------------------------------------------------------------
     async def _drain(self) -> None:
         """Release what never started; let running handlers finish within the grace
         period, then give the rest back; wait for every outcome being written."""
-        assert self._stop_event is not None
-        await self._release_buffered()
+        assert self._stop_event is not None and self._completer is not None
+        producer = self._producer
+        stop = self._stop_flag
+        await producer.release_buffered()
         deadline = time.monotonic() + self.grace_s
-        while not self._forced:
-            running = {r.task for r in self._runs if r.task is not None and not r.done}
+        while not stop.forced:
+            running = {r.task for r in producer.unfinished() if r.task is not None}
             remaining = deadline - time.monotonic()
             if not running or remaining <= 0:
                 break
@@ -991,36 +434,19 @@ class Worker:
                 {*running, stop_wait}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
             )
             stop_wait.cancel()
-        leftovers = [r for r in self._runs if r.task is not None and not r.done]
+        leftovers = producer.unfinished()
         for run in leftovers:
             assert run.task is not None
             run.job._revoke()  # a sync handler sees current_job().cancelled: stop now
             run.task.cancel()
         # the cancelled handlers, and the outcomes still being written
         await asyncio.gather(
-            *(r.task for r in list(self._runs) if r.task is not None), return_exceptions=True
+            *(r.task for r in list(producer.held) if r.task is not None), return_exceptions=True
         )
-        if self._ack_flush is not None:
-            await asyncio.gather(self._ack_flush, return_exceptions=True)
-        back = [r for r in leftovers if not r.handle.consumed and r.revoked is None]
-        results = await self._each(r.handle.retry(INTERRUPTED, delay_s=0) for r in back)
-        for run, result in zip(back, results, strict=True):
-            job = run.handle.job
-            if result is True:
-                outcome = "dead" if job.attempts >= job.max_attempts else "interrupted"
-            else:
-                outcome = "lost"
-                if isinstance(result, BaseException):
-                    log.warning(
-                        "job %d could not be given back (%s); it is reclaimed when its "
-                        "claim lapses",
-                        job.id,
-                        result,
-                    )
-            self.counts[outcome] += 1
-            name = self._task_name(run)
-            self._observe(run, name, outcome)
-            self._log(logging.WARNING, run, name, outcome, INTERRUPTED)
+        flushing = self._completer.flushing
+        if flushing is not None:
+            await asyncio.gather(flushing, return_exceptions=True)
+        await self._completer.give_back(leftovers)
         if self.abandoned_threads:
             log.warning(
                 "%d sync handler(s) still running past the grace period: their jobs were "
@@ -1028,49 +454,6 @@ class Worker:
                 "(the CLI worker exits without waiting for them)",
                 self.abandoned_threads,
             )
-
-    async def _each(self, ops: Iterable[Awaitable[bool]]) -> list[bool | BaseException]:
-        """Give-backs at the stop, concurrently, within the stop's bound on waits."""
-        ops = list(ops)
-        if not ops:
-            return []
-        try:
-            return await self._db.call(
-                asyncio.gather(*ops, return_exceptions=True), "give back", judge=False
-            )
-        except AlkstoreError as e:
-            return [e] * len(ops)
-
-    @property
-    def abandoned_threads(self) -> int:
-        """Sync handlers still running in a thread whose jobs are no longer this
-        worker's (given back at the end of the grace period, or revoked)."""
-        return sum(1 for thread in list(self._threads) if not thread.done())
-
-    async def _release_buffered(self) -> None:
-        """Jobs claimed ahead and never started go back unrun (their attempt uncounted)."""
-        buffered = list(self._ready)
-        self._ready.clear()
-        if not buffered:
-            return
-        results = await self._each(r.handle.release() for r in buffered)
-        for run in buffered:
-            self._runs.discard(run)
-        released = sum(1 for result in results if result is True)
-        if released < len(buffered):
-            log.warning(
-                "%d buffered job(s) could not be released; they are reclaimed when their "
-                "claims lapse",
-                len(buffered) - released,
-            )
-        log.info("released %d buffered job(s) that never started", released)
-
-    @staticmethod
-    def _task_name(run: _Run) -> str:
-        try:
-            return decode_call(run.handle.job.payload)[0]
-        except BadCall:
-            return "?"
 
     def __repr__(self) -> str:
         return f"<alkstore.Worker {self.worker_id} queues={self.queues}>"

@@ -194,7 +194,7 @@ async def test_outcome_lines_are_ordinary_records_at_info(target: Target) -> Non
     assert [r.alkstore["id"] for r in lines] == ids  # type: ignore[attr-defined]
     for record, job_id in zip(lines, ids, strict=True):
         assert record.levelname == "INFO" and record.name == "alkstore.worker"
-        assert record.funcName == "_log" and record.pathname.endswith("runtime.py")
+        assert record.funcName == "_log" and record.pathname.endswith("completer.py")
         assert f"id={job_id} " in record.getMessage()
         assert record.alkstore["outcome"] == "success"  # type: ignore[attr-defined]
         assert record.exc_info is None and record.args == ()
@@ -245,7 +245,7 @@ async def test_long_handlers_shrink_the_claim_ahead_buffer(target: Target) -> No
         run = asyncio.create_task(worker.run())
         await wait_until(lambda: _true(ran >= 4), what="two measured runs, two waiting")
         await asyncio.sleep(0.3)  # the claim loop has had its chance to over-claim
-        assert worker._claim_ahead() == 0
+        assert worker._producer.claim_ahead() == 0
         assert worker.running <= 2 + 2  # the running two, and at most the first buffer
         worker.stop()
         gate.set()

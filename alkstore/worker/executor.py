@@ -1,0 +1,186 @@
+"""The executor: runs one claimed job's handler and returns one :class:`Outcome`.
+
+It decodes the task call, finds the task (an unknown one is given back, see
+``unknown.py``), binds the arguments, runs the handler (an async one as is, a
+sync one in a pool of ``concurrency`` threads) under its ``timeout_s``, with
+:func:`~alkstore.worker.current_job` set and in a ``process`` span when tracing
+records, and turns what happened into an ``Outcome``. It writes nothing: the
+completer writes outcomes. It also stops a handler whose job is no longer this
+worker's (:meth:`Executor.revoke`: cancelled, or its claim lost).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import contextvars
+import functools
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from alkstore.core.options import describe
+from alkstore.core.results import encode_result
+from alkstore.errors import PayloadError
+from alkstore.tasks import BadCall, Fail, Snooze, Task, decode_envelope
+from alkstore.tracing import process_span
+from alkstore.worker.context import reset_current, set_current
+from alkstore.worker.outcome import Kind, Outcome, error_text
+from alkstore.worker.runs import CANCELLED, DONE, LIVE, LOST, RUNNING, Run, StopFlag, task_name
+from alkstore.worker.unknown import UNKNOWN_DELAY_S, UnknownTasks
+
+if TYPE_CHECKING:
+    from alkstore.worker.protocols import WorkerApp
+
+__all__ = ["Executor"]
+
+_NO_SPAN = contextlib.nullcontext()
+
+
+class Executor:
+    """Runs handlers of one worker's app; no I/O of its own beyond the handlers."""
+
+    def __init__(
+        self, app: WorkerApp, concurrency: int, stop: StopFlag, unknown: UnknownTasks
+    ) -> None:
+        self.app = app
+        self.concurrency = concurrency
+        self.stop = stop
+        self.unknown = unknown
+        self.traced = False  # whether handlers run in spans (the producer asks per batch)
+        self._pool: ThreadPoolExecutor | None = None
+        # sync handlers' calls still running in a thread (done ones drop out)
+        self._threads: set[concurrent.futures.Future[Any]] = set()
+        self._successes: dict[str, Outcome] = {}  # task name -> its (immutable) success
+
+    async def execute(self, run: Run) -> Outcome:
+        """Run the handler of ``run`` (state ``RUNNING``); its outcome. The run is
+        ``DONE`` on return unless it was revoked meanwhile. A ``CancelledError`` that
+        is the worker's stop (not a revoke) is raised: the stop gives the job back."""
+        job = run.job
+        name = "?"
+        trace = None
+        try:
+            name, arguments, trace = decode_envelope(job.payload)
+            task = self.app.find_task(name)
+            if task is None:  # e.g. a rolling deploy: a newer worker may know it
+                return self._unknown_task(run, describe(name))
+        except BadCall:  # not a task call (e.g. a newer envelope): the same policy
+            return self._unknown_task(run, "? (the payload is not a task call)")
+        try:
+            args, kwargs = task.call_arguments(arguments)
+        except BadCall as e:
+            if run.state is RUNNING:
+                run.state = DONE
+            return Outcome(Kind.FAIL, name, "dead", str(e))
+        token = set_current(job)
+        stopping = False
+        timeout: asyncio.Timeout | None = None
+        value: Any = None
+        try:
+            span = (
+                process_span(job.queue, job.id, job.attempts, name, trace)
+                if self.traced
+                else _NO_SPAN
+            )
+            with span:
+                if task.timeout_s is None:
+                    value = await self._call(task, args, kwargs)
+                else:
+                    async with asyncio.timeout(task.timeout_s) as timeout:
+                        value = await self._call(task, args, kwargs)
+        except Fail as e:
+            return Outcome(Kind.FAIL, name, "dead", str(e) or "Fail")
+        except Snooze as e:
+            return Outcome(Kind.SNOOZE, name, "snoozed", seconds=e.delay_s)
+        except TimeoutError as e:
+            if timeout is not None and timeout.expired():
+                return _retry(
+                    run, name, f"timeout: the handler ran longer than {task.timeout_s:g}s"
+                )
+            return _retry(run, name, error_text(e))
+        except asyncio.CancelledError as e:
+            current = asyncio.current_task()
+            if run.state is not RUNNING and not self.stop.requested:
+                if current is not None:
+                    current.uncancel()  # our own cancel: the job is no longer ours
+                return Outcome(Kind.REVOKED, name, run.state.value)
+            if current is not None and current.cancelling():
+                stopping = True
+                raise  # the worker is stopping: its drain gives the job back
+            return _retry(run, name, error_text(e))  # a CancelledError of the handler's own
+        except BaseException as e:  # an outcome for every job, always
+            if task.fail_on and isinstance(e, task.fail_on):
+                return Outcome(Kind.FAIL, name, "dead", error_text(e))
+            return _retry(run, name, error_text(e))
+        else:
+            keep = task.keep_result_s
+            if keep is None:  # one shared Outcome per task: no allocation per success
+                success = self._successes.get(name)
+                if success is None:
+                    success = self._successes[name] = Outcome(Kind.ACK, name, "success")
+                return success
+            try:
+                encode_result(value)
+            except PayloadError as e:  # never silently dropped: a failed attempt
+                return _retry(run, name, f"PayloadError: task {name!r}: {e}")
+            return Outcome(Kind.ACK_RESULT, name, "success", value=value, seconds=keep)
+        finally:
+            reset_current(token)
+            if run.state is RUNNING and not stopping:
+                run.state = DONE
+
+    def _unknown_task(self, run: Run, name: str) -> Outcome:
+        """Give the job back unrun (attempt uncounted), or dead-letter it once this
+        worker has given it back for ``unknown_task_max_age_s`` (``unknown.py``)."""
+        if run.state is RUNNING:
+            run.state = DONE
+        job = run.job
+        known = ", ".join(sorted(self.app.tasks)) or "none"
+        if self.unknown.give_back(job.id, name, job.queue, known):
+            return Outcome(Kind.GIVE_BACK, name, "unknown", seconds=UNKNOWN_DELAY_S)
+        return Outcome(Kind.FAIL, name, "dead", self.unknown.error(name))
+
+    async def _call(self, task: Task[Any, Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if task.is_async:
+            return await task.fn(*args, **kwargs)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="alkstore-task")
+        call = functools.partial(contextvars.copy_context().run, task.fn, *args, **kwargs)
+        thread = self._pool.submit(call)
+        self._threads.add(thread)
+        thread.add_done_callback(self._threads.discard)
+        result = await asyncio.wrap_future(thread)
+        if asyncio.iscoroutine(result):  # a sync wrapper that returned a coroutine
+            return await result
+        return result
+
+    def revoke(self, run: Run, why: str) -> None:
+        """Stop the handler of a job that is no longer ours (``why``: ``"cancelled"``,
+        or ``"lost"``: the claim lapsed or was taken)."""
+        if run.state not in LIVE:
+            return
+        run.state = CANCELLED if why == "cancelled" else LOST
+        run.job._revoke()  # a sync handler sees current_job().cancelled
+        task = run.task  # None while buffered: the producer drops it
+        if task is not None and self._is_async(run):
+            task.cancel()  # an async handler gets CancelledError
+
+    def _is_async(self, run: Run) -> bool:
+        task = self.app.find_task(task_name(run))
+        return task is not None and task.is_async
+
+    @property
+    def abandoned_threads(self) -> int:
+        """Sync handlers still running in a thread."""
+        return sum(1 for thread in list(self._threads) if not thread.done())
+
+    def shutdown(self) -> None:
+        """Drop the thread pool without waiting for its threads."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _retry(run: Run, name: str, error: str) -> Outcome:
+    job = run.job
+    return Outcome(Kind.RETRY, name, "dead" if job.attempts >= job.max_attempts else "retry", error)

@@ -1,0 +1,267 @@
+"""The producer: claims jobs ahead into a buffer and starts them as slots free.
+
+One claim loop per worker, pipelined: it claims ahead into a small buffer of
+``prefetch`` jobs (a cap; it adapts to the handlers' run time) while handlers
+run, so a freed slot starts the next job at once instead of waiting for a
+claim round trip. A slot frees when the handler returns; its outcome is
+written behind it by the completer, so claims and outcome writes overlap.
+When every queue came back short it waits on the queues' wake channels, until
+the earliest delayed job is due, or ``poll_interval_s`` (the re-poll that
+covers a lost wake), whichever is first.
+
+It owns the set of held claims (``held``: buffered, running, outcome being
+written), the buffer and the slots; each started job is one asyncio task that
+runs the executor, then hands the outcome to the completer. It never writes an
+outcome itself; at the stop it releases the buffered jobs that never started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+from collections import deque
+from typing import TYPE_CHECKING
+
+from alkstore.consume import ClaimLoop
+from alkstore.errors import EngineError, StoreClosedError
+from alkstore.tracing import recording
+from alkstore.worker.runs import ACKING, BUFFERED, RUNNING, Run, StopFlag, task_name
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from alkstore.metrics import Metrics
+    from alkstore.job_handle import JobHandle
+    from alkstore.queue import Queue
+    from alkstore.store import Store
+    from alkstore.subscription import Subscription
+    from alkstore.worker.completer import Completer
+    from alkstore.worker.executor import Executor
+    from alkstore.worker.heartbeats import Heartbeats
+    from alkstore.worker.netwait import DbWaits
+
+__all__ = ["PREFETCH_WAIT_S", "Producer"]
+
+log = logging.getLogger("alkstore.worker")
+
+PREFETCH_WAIT_S = 0.05  # a buffered job should wait about this long for a slot, at most
+
+
+class Producer:
+    """The claim loop, the claim-ahead buffer and the slots of one worker."""
+
+    def __init__(
+        self,
+        worker_id: str,
+        concurrency: int,
+        prefetch: int,
+        poll_interval_s: float,
+        db: DbWaits,
+        stop: StopFlag,
+        executor: Executor,
+        metrics: Metrics | None,
+    ) -> None:
+        self.worker_id = worker_id
+        self.concurrency = concurrency
+        self.prefetch = prefetch
+        self.poll_interval_s = poll_interval_s
+        self.db = db
+        self.stop = stop
+        self.executor = executor
+        self.metrics = metrics
+        self.held: set[Run] = set()  # every claim held: buffered, running, being recorded
+        self.ready: deque[Run] = deque()  # claimed ahead, not started
+        self.active = 0  # handlers running (slots taken)
+        self.duration_s: float | None = None  # moving average of handler run times
+        self.room: asyncio.Event | None = None  # set: a slot freed, or room to hold more
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.poll_beat_s: float | None = None  # the heartbeat cap of a poll-only store
+        self.completer: Completer | None = None
+        self.heartbeats: Heartbeats | None = None
+
+    def open(self) -> None:
+        """Bind to the running loop (``Worker.run``)."""
+        self.room = asyncio.Event()
+        self.loop = asyncio.get_running_loop()
+
+    def wake(self) -> None:
+        """Wake the claim loop (a stop, or a slot freed)."""
+        if self.room is not None:
+            self.room.set()
+
+    def held_counts(self) -> tuple[int, int, int]:
+        """Held claims: (handlers running, claimed ahead unstarted, outcome being written)."""
+        ahead = len(self.ready)
+        writing = sum(1 for run in self.held if run.state is not RUNNING and run.finished)
+        return len(self.held) - ahead - writing, ahead, writing
+
+    def unfinished(self) -> list[Run]:
+        """The started runs whose handlers have not returned (revoked ones included)."""
+        return [
+            r for r in self.held if r.task is not None and (r.state is RUNNING or not r.finished)
+        ]
+
+    def claim_ahead(self) -> int:
+        """How many jobs to hold in the buffer now: ``prefetch`` at most, and no more
+        than the slots finish in about ``PREFETCH_WAIT_S`` at the handlers' average
+        run time (so long jobs are not hoarded while other workers idle); until a
+        handler has finished, at most ``concurrency``."""
+        average = self.duration_s
+        if average is None:
+            return min(self.prefetch, self.concurrency)
+        fits = int(self.concurrency * PREFETCH_WAIT_S / max(average, 1e-6))
+        return min(self.prefetch, fits)
+
+    # -- claiming -------------------------------------------------------------------
+    async def run(
+        self,
+        store: Store,
+        queues: list[Queue],
+        sub: Subscription,
+        pause: Callable[[float], Awaitable[None]],
+    ) -> None:
+        """Claim until the worker stops (or the store closes)."""
+        room = self.room
+        assert room is not None and self.completer is not None and self.heartbeats is not None
+        loop = ClaimLoop(queues, sub, self.poll_interval_s, pause=pause)
+        store._loops.add(loop)
+        turn = 0
+        stop = self.stop
+        try:
+            while not stop.requested:
+                ahead = self.claim_ahead()
+                depth = self.concurrency + ahead  # jobs started or buffered, at most
+                refill_at = max(1, ahead // 2)  # a fuller buffer waits for a bigger claim
+                hold_max = 2 * depth  # held claims, outcomes still being written included
+                want = min(depth - self.active - len(self.ready), hold_max - len(self.held))
+                idle_slots = self.concurrency - self.active > len(self.ready)
+                if want <= 0 or (want < refill_at and not idle_slots):
+                    room.clear()
+                    await room.wait()
+                    continue
+                left = await loop.attempt(self._claim_round, loop, queues, turn, want)
+                turn += 1
+                if left is None or left == 0:
+                    continue  # backed off after a failure, or the claim filled what we want
+                # every queue came back short: wait for a wake, a due job, the rate
+                # limit's next slot or the re-poll
+                with contextlib.suppress(EngineError):  # no answer: logged; claim again
+                    await self.db.call(
+                        loop.wait_for_work(),
+                        "next due",
+                        self.poll_interval_s + self.db.timeout_s,
+                        judge=False,
+                    )
+        except StoreClosedError:
+            if not stop.requested:
+                log.error("worker %s: the store was closed; stopping", self.worker_id)
+        finally:
+            store._loops.discard(loop)
+
+    async def _claim_round(self, loop: ClaimLoop, queues: list[Queue], turn: int, want: int) -> int:
+        """Claim from each queue in turn until ``want`` jobs are held; how many are missing."""
+        for i in range(len(queues)):
+            queue = queues[(turn + i) % len(queues)]
+            sent = time.monotonic()
+            handles, hold = await self.db.call(queue.claim_held(self.worker_id, want), "claim")
+            loop.held(hold)  # a rate limit held this queue back until then
+            if handles and self.metrics is not None:
+                now = time.time()
+                self.metrics.claimed(
+                    queue.name, len(handles), (now - h.job.run_at.timestamp() for h in handles)
+                )
+            self._take(handles, sent)
+            want -= len(handles)
+            if want == 0:
+                break
+        return want
+
+    # -- the slots --------------------------------------------------------------------
+    def _take(self, handles: list[JobHandle], sent: float) -> None:
+        """Hold freshly claimed jobs (claimed by a request ``sent`` then): buffer them,
+        then start as many as slots allow."""
+        if not handles:
+            return
+        heartbeats = self.heartbeats
+        assert heartbeats is not None
+        now = time.monotonic()
+        self.executor.traced = recording()  # asked once per batch, not per job
+        poll_beat_s = self.poll_beat_s
+        for handle in handles:
+            run = Run(handle, now, sent, poll_beat_s)
+            self.held.add(run)
+            self.ready.append(run)
+            if run.next_beat < heartbeats.beat_at:
+                heartbeats.changed.set()
+        self._fill()
+
+    def _fill(self) -> None:
+        """Start buffered jobs while slots are free (never once stopping)."""
+        ready = self.ready
+        stop = self.stop
+        completer = self.completer
+        loop = self.loop
+        assert completer is not None and loop is not None
+        while ready and self.active < self.concurrency and not stop.requested:
+            run = ready.popleft()
+            if run.state is not BUFFERED:  # cancelled or lost while buffered: never run it
+                self.held.discard(run)
+                completer.record_revoked(run, task_name(run))
+                continue
+            self.active += 1
+            run.state = RUNNING
+            run.started = time.monotonic()
+            run.task = task = loop.create_task(self._execute(run))
+            task.add_done_callback(functools.partial(self._finished, run))
+
+    def _free_slot(self, run: Run) -> None:
+        if run.finished:
+            return
+        run.finished = now = time.monotonic()
+        took = now - run.started
+        average = self.duration_s
+        self.duration_s = took if average is None else average + (took - average) * 0.1
+        self.active -= 1
+        self._fill()
+        if self.room is not None:
+            self.room.set()
+
+    def _finished(self, run: Run, _task: asyncio.Task[None]) -> None:
+        self._free_slot(run)
+        if run.state is not ACKING:  # else held until the ack batch recorded it
+            self.held.discard(run)
+        if self.room is not None:
+            self.room.set()
+
+    async def _execute(self, run: Run) -> None:
+        """One job's task: run the handler, free the slot, hand over the outcome."""
+        try:
+            outcome = await self.executor.execute(run)
+        finally:
+            self._free_slot(run)  # the next job starts while this outcome is written
+        completer = self.completer
+        assert completer is not None
+        if not completer.settle(run, outcome):
+            await completer.write(run, outcome)
+
+    # -- the stop -----------------------------------------------------------------------
+    async def release_buffered(self) -> None:
+        """Jobs claimed ahead and never started go back unrun (their attempt uncounted)."""
+        buffered = list(self.ready)
+        self.ready.clear()
+        if not buffered:
+            return
+        results = await self.db.each((r.handle.release() for r in buffered), "give back")
+        for run in buffered:
+            self.held.discard(run)
+        released = sum(1 for result in results if result is True)
+        if released < len(buffered):
+            log.warning(
+                "%d buffered job(s) could not be released; they are reclaimed when their "
+                "claims lapse",
+                len(buffered) - released,
+            )
+        log.info("released %d buffered job(s) that never started", released)

@@ -1,0 +1,140 @@
+"""The worker's runs, producer arithmetic, completer bookkeeping and maintenance
+services, on their I/O-free sides (no database)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from typing import Any
+
+import alkstore
+from alkstore.tasks import encode_call
+from alkstore.worker.cancels import _parse
+from alkstore.worker.completer import Completer
+from alkstore.worker.executor import Executor
+from alkstore.worker.heartbeats import Heartbeats
+from alkstore.worker.netwait import DbWaits
+from alkstore.worker.outcome import Kind, Outcome
+from alkstore.worker.producer import PREFETCH_WAIT_S, Producer
+from alkstore.worker.runs import DONE, LOST, Run, StopFlag, beat_period, lapse_margin, task_name
+from alkstore.worker.unknown import UnknownTasks
+
+from .worker_runs import make_run
+
+
+def test_beat_period_and_lapse_margin() -> None:
+    assert beat_period(30.0, None) == 10.0
+    assert beat_period(30.0, 1.0) == 1.0  # a poll-only store beats every poll at least
+    assert lapse_margin(30.0) == 1.0 and lapse_margin(2.0) == 0.5
+
+
+def test_a_run_names_its_task_and_says_whether_it_is_revoked() -> None:
+    run = make_run(encode_call("shop.charge", {}))
+    assert task_name(run) == "shop.charge" and run.revoked is None
+    assert task_name(make_run(b"{not json")) == "?"
+    run.state = LOST
+    assert run.revoked == "lost"
+
+
+def _producer(concurrency: int, prefetch: int) -> Producer:
+    stop = StopFlag()
+    app = alkstore.App("sqlite:///unused.db")
+    executor = Executor(app, concurrency, stop, UnknownTasks("w", None))
+    return Producer("w", concurrency, prefetch, 1.0, DbWaits("w"), stop, executor, None)
+
+
+def test_the_claim_ahead_buffer_adapts_to_the_handlers_run_time() -> None:
+    producer = _producer(concurrency=8, prefetch=128)
+    assert producer.claim_ahead() == 8  # no handler finished yet: concurrency at most
+    producer.duration_s = 0.0001  # millisecond jobs: the full buffer
+    assert producer.claim_ahead() == 128
+    producer.duration_s = PREFETCH_WAIT_S  # each slot finishes one job in the wait
+    assert producer.claim_ahead() == 8
+    producer.duration_s = 1.0  # long jobs are not hoarded
+    assert producer.claim_ahead() == 0
+    assert _producer(concurrency=8, prefetch=0).claim_ahead() == 0
+
+
+def _completer(app: alkstore.App, held: set[Run], counts: Counter[str]) -> Completer:
+    return Completer(
+        None,  # type: ignore[arg-type]  # never written to in these tests
+        app,
+        "w",
+        DbWaits("w"),
+        StopFlag(),
+        counts=counts,
+        held=held,
+        room=asyncio.Event(),
+        presence=None,
+        metrics=None,
+    )
+
+
+async def test_the_completer_records_a_revoked_run_and_writes_nothing(caplog: Any) -> None:
+    counts: Counter[str] = Counter()
+    run = make_run(encode_call("t", {}))
+    completer = _completer(alkstore.App("sqlite:///unused.db"), {run}, counts)
+    run.state = LOST
+    caplog.set_level(logging.INFO, "alkstore.worker")
+    assert completer.settle(run, Outcome(Kind.ACK, "t", "success"))  # no write, no batch
+    assert counts == Counter({"lost": 1}) and completer.flushing is None
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith("job outcome=lost queue=q task=t id=7 attempt=1/5 ")
+    assert line.endswith("error='the claim is no longer ours: the handler was stopped'")
+
+
+async def test_the_completer_leaves_other_outcomes_to_write() -> None:
+    run = make_run(encode_call("t", {}))
+    run.state = DONE
+    completer = _completer(alkstore.App("sqlite:///unused.db"), {run}, Counter())
+    for kind in (Kind.RETRY, Kind.FAIL, Kind.SNOOZE, Kind.GIVE_BACK, Kind.ACK_RESULT):
+        assert not completer.settle(run, Outcome(kind, "t", "x"))
+
+
+def test_a_given_back_unknown_task_is_counted_but_not_logged_at_info(caplog: Any) -> None:
+    counts: Counter[str] = Counter()
+    run = make_run(encode_call("t", {}))
+    completer = _completer(alkstore.App("sqlite:///unused.db"), set(), counts)
+    caplog.set_level(logging.INFO, "alkstore.worker")
+    completer.record(run, "t", "unknown", None)
+    completer.record(run, "t", "success", None)
+    assert counts == Counter({"unknown": 1, "success": 1})
+    assert [r.alkstore["outcome"] for r in caplog.records] == ["success"]  # type: ignore[attr-defined]
+
+
+def test_a_claim_lapsing_by_the_worker_clock_is_revoked() -> None:
+    revoked: list[tuple[int, str]] = []
+    fresh = make_run(encode_call("t", {}), job_id=1, visibility_timeout_s=30.0)
+    lapsing = make_run(
+        encode_call("t", {}), job_id=2, visibility_timeout_s=30.0, sent=time.monotonic() - 29.5
+    )
+    done = make_run(encode_call("t", {}), job_id=3, sent=time.monotonic() - 60)
+    done.state = DONE
+    beats = Heartbeats(
+        {fresh, lapsing, done},
+        DbWaits("w"),
+        None,
+        lambda run, why: revoked.append((run.handle.job.id, why)),
+    )
+    beats._lapse(time.monotonic())
+    assert revoked == [(2, "lost")]  # a second before its lapse; a done run is left alone
+
+
+def test_a_new_claim_due_before_the_next_wake_wakes_the_heartbeats() -> None:
+    beats = Heartbeats(set(), DbWaits("w"), None, lambda run, why: None)
+    beats.beat_at = time.monotonic() + 3600
+    beats.notice(make_run(encode_call("t", {})))
+    assert beats.changed.is_set()
+    beats.changed.clear()
+    beats.beat_at = 0.0
+    beats.notice(make_run(encode_call("t", {})))
+    assert not beats.changed.is_set()
+
+
+def test_cancel_and_reclaim_notes_are_parsed_and_others_ignored() -> None:
+    assert _parse("cancel:42") == ("cancelled", 42, None)
+    assert _parse("reclaimed:42:3") == ("lost", 42, 3)
+    for other in ("", "cancel:", "cancel:x", "reclaimed:1:2:3", "wake"):
+        assert _parse(other) is None
