@@ -33,8 +33,8 @@ from alkstore.worker.runs import ACKING, BUFFERED, RUNNING, Run, StopFlag, task_
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from alkstore.metrics import Metrics
     from alkstore.job_handle import JobHandle
+    from alkstore.metrics import Metrics
     from alkstore.queue import Queue
     from alkstore.store import Store
     from alkstore.subscription import Subscription

@@ -91,7 +91,6 @@ def catch_early_signals() -> None:
         signal.signal(signum, record)
 
 
-
 class Worker:
     """Runs an App's tasks from its queues; ``await worker.run()`` until stopped.
 

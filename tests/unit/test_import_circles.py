@@ -7,34 +7,12 @@ store); upward type references go through protocols in a lower layer instead.
 
 from __future__ import annotations
 
-import warnings
-
 from .import_graph import circles, graph, imports_of
 
-# Circles known today and being removed elsewhere, each by name. A circle is allowed
-# only inside one of these; an allowance no circle needs any more fails the test
-# (delete it then).
-ALLOWED_CIRCLES: dict[str, frozenset[str]] = {}
-
-
-def _allowance_of(circle: frozenset[str]) -> str | None:
-    return next((name for name, mods in ALLOWED_CIRCLES.items() if circle <= mods), None)
-
-
-def test_alkstore_has_no_import_circle_beyond_the_named_allowances() -> None:
+def test_alkstore_has_no_import_circle() -> None:
     edges = graph()
     assert "alkstore.engines.sqlite.transaction" in edges  # the walk found the engines
-    found = circles(edges)
-    unexpected = [sorted(c) for c in found if _allowance_of(c) is None]
-    assert unexpected == []
-    for circle in found:
-        warnings.warn(
-            f"import circle allowed as {_allowance_of(circle)!r}: {', '.join(sorted(circle))}",
-            stacklevel=1,
-        )
-    used = {_allowance_of(c) for c in found}
-    stale = sorted(set(ALLOWED_CIRCLES) - used)
-    assert stale == [], "no circle needs these allowances any more: delete them"
+    assert [sorted(c) for c in circles(edges)] == []
 
 
 def test_the_store_admin_and_claim_loop_close_no_circle() -> None:
