@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .import_graph import circles, graph, imports_of
 
+
 def test_alkstore_has_no_import_circle() -> None:
     edges = graph()
     assert "alkstore.engines.sqlite.transaction" in edges  # the walk found the engines
