@@ -194,8 +194,7 @@ class Producer:
             run = Run(handle, now, sent, poll_beat_s)
             self.held.add(run)
             self.ready.append(run)
-            if run.next_beat < heartbeats.beat_at:
-                heartbeats.changed.set()
+            heartbeats.notice(run, now)
         self._fill()
 
     def _fill(self) -> None:

@@ -4,6 +4,7 @@ services, on their I/O-free sides (no database)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import Counter
@@ -125,12 +126,47 @@ def test_a_claim_lapsing_by_the_worker_clock_is_revoked() -> None:
 def test_a_new_claim_due_before_the_next_wake_wakes_the_heartbeats() -> None:
     beats = Heartbeats(set(), DbWaits("w"), None, lambda run, why: None)
     beats.beat_at = time.monotonic() + 3600
-    beats.notice(make_run(encode_call("t", {})))
+    run = make_run(encode_call("t", {}))
+    beats.notice(run, time.monotonic())
     assert beats.changed.is_set()
+    assert beats.horizon_s <= 10.0  # a third of its 30 s timeout: the longest sleep now
     beats.changed.clear()
     beats.beat_at = 0.0
-    beats.notice(make_run(encode_call("t", {})))
+    beats.notice(make_run(encode_call("t", {})), time.monotonic())
     assert not beats.changed.is_set()
+
+
+async def test_the_heartbeats_sleep_while_claims_are_held_instead_of_spinning() -> None:
+    """Held claims due in seconds: the service wakes once, plans its next wake at the
+    earliest beat, and sleeps; later claims of the same timeout do not wake it (a
+    drain of thousands of jobs a second once woke it for every batch, and a mistaken
+    deadline made it spin while any claim was held)."""
+    held: set[Run] = set()
+    beats = Heartbeats(held, DbWaits("w"), None, lambda run, why: None)
+    scans = 0
+    lapse = beats._lapse
+
+    def counted(now: float) -> None:
+        nonlocal scans
+        scans += 1
+        lapse(now)
+
+    beats._lapse = counted  # type: ignore[method-assign]
+    service = asyncio.create_task(beats.run())
+    try:
+        for _ in range(50):
+            run = make_run(encode_call("t", {}))
+            held.add(run)
+            beats.notice(run, time.monotonic())
+            await asyncio.sleep(0)
+        for _ in range(200):  # give a spinning loop every chance to show itself
+            await asyncio.sleep(0)
+        assert scans <= 2
+        assert beats.beat_at > time.monotonic() + 5  # the next wake is the first beat's
+    finally:
+        service.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await service
 
 
 def test_cancel_and_reclaim_notes_are_parsed_and_others_ignored() -> None:
