@@ -26,6 +26,7 @@ import click
 from alkstore.admin import GONE_AFTER_S, JOB_STATES
 from alkstore.app import App
 from alkstore.cli import render, worker_options
+from alkstore.cli.doctor import doctor
 from alkstore.cli.logs import setup_logging
 from alkstore.cli.store_path import absolute_url, missing_default_store
 from alkstore.connect import connect
@@ -941,6 +942,9 @@ def copy_command(
         f"copied {redact_url(src_url)} to {redact_url(dst_url)}; "
         f"new job ids start after {report.last_id}"
     )
+
+
+cli.add_command(doctor)
 
 
 def main(argv: list[str] | None = None) -> None:
