@@ -249,6 +249,15 @@ def _xmin(facts: HealthFacts, limits: Thresholds) -> list[Finding]:
         detail = f"{h.kind} holds the xmin horizon {h.xid_age} transactions back{age}"
         if h.kind == "session":
             detail += f"; role {h.name}, state {h.state or '?'}, query: {h.query or '?'}"
+        if h.kind == "session" and h.state is None and h.age_s is None:
+            # another role's session, seen without pg_read_all_stats: xmin and pid only
+            detail = (
+                f"a session of role {h.name} holds the xmin horizon {h.xid_age} transactions "
+                "back; its state, age and query are hidden from this role"
+            )
+            fix = f"look as a role with pg_read_all_stats, or SELECT pg_terminate_backend({h.pid})"
+            found.append(Finding("xmin horizon", subject, UNKNOWN, detail, fix))
+            continue
         idle = h.state is not None and h.state.startswith("idle in transaction")
         limit = limits.idle_xact_s if idle else limits.xmin_age_s
         # a slot or a prepared transaction has no start time: it needs action at once

@@ -2,7 +2,8 @@
 
 Reads only (statistics views and the jobs table's processing rows), all on one
 pool connection. Without ``pg_read_all_stats`` ``pg_stat_activity`` hides
-other roles' sessions' xmin, state and query: that is reported as a blind spot.
+other roles' sessions' state, transaction age and query (their xmin and pid
+show): that is reported as a blind spot.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ async def _facts(engine: PostgresConnections) -> HealthFacts:
     db_now, sees_all = clock
     blind: tuple[tuple[str, str], ...] = ()
     if not sees_all:
-        what = "other roles' sessions in pg_stat_activity (their xmin, state and query)"
+        what = "other roles' sessions in pg_stat_activity (their state, transaction age and query)"
         blind = ((what, READ_ALL_STATS_FIX.format(role=role)),)
     return HealthFacts(
         engine="postgres",
