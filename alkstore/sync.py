@@ -26,6 +26,7 @@ from alkstore.admin import QueueInfo
 from alkstore.connect import connect as _aconnect
 from alkstore.core.dedupe import Enqueued
 from alkstore.core.flow import QueueSettings, Rate
+from alkstore.core.health import Health, Thresholds
 from alkstore.core.job import Job, Notification, Row, SweepResult
 from alkstore.core.options import EnqueueOpts, QueueOpts
 from alkstore.core.payload import DEFAULT_MAX_PAYLOAD_BYTES
@@ -575,3 +576,7 @@ class Admin:
     def queue_info(self, queue: str) -> QueueInfo:
         """Paused, limits and counts of one queue."""
         return self._runner.run(self._async.queue_info(queue))
+
+    def health(self, limits: Thresholds | None = None) -> Health:
+        """The doctor's look at the store (``alkstore doctor``): findings with verdicts."""
+        return self._runner.run(self._async.health(limits))
