@@ -26,6 +26,7 @@ from alkstore.engine_door import StoreDoor, engine_of
 from alkstore.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
+    from alkstore.core.health import Health, Thresholds
     from alkstore.engine import Engine
 
 __all__ = [
@@ -314,6 +315,27 @@ class Admin:
         settings = QueueSettings.from_row(rows[0]) if rows else _unset(queue)
         stats = {s.queue: s for s in await self.stats()}
         return _info(settings, stats.get(queue))
+
+    # -- alkstore doctor -------------------------------------------------------------
+    async def health(self, limits: Thresholds | None = None) -> Health:
+        """One read-only look at the store and the database behind it, judged by
+        ``core.health.diagnose`` under ``limits`` (``alkstore doctor``, the dashboard's
+        health page and its gauges): each finding has a verdict and a fix."""
+        import dataclasses
+        import time
+
+        from alkstore.core.health import Health, Thresholds, WorkerSeen, clock_offset, diagnose
+
+        engine = engine_of(self._store)
+        if limits is not None and not isinstance(limits, Thresholds):
+            raise InvalidArgumentError(f"limits must be a Thresholds, got {describe(limits)}")
+        sent = time.time()
+        facts = await engine.health_facts()
+        received = time.time()
+        workers = tuple(WorkerSeen(r[0], r[1], r[2], r[8]) for r in await engine.list_workers())
+        offset = None if facts.db_now is None else clock_offset(sent, received, facts.db_now)
+        facts = dataclasses.replace(facts, workers=workers, clock_offset_s=offset)
+        return Health(facts, tuple(diagnose(facts, limits)))
 
 
 def flow_json(info: QueueInfo | None) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from alkstore.core.dedupe import Enqueued
 from alkstore.core.flow import Claimed
+from alkstore.core.health import HealthFacts
 from alkstore.core.job import Row
 from alkstore.core.options import Stamps
 
@@ -313,3 +314,10 @@ class Engine(Protocol):
 
     async def advance_job_ids(self, last: int) -> None:
         """Make the next new job's id ``last + 1`` (called only above :meth:`last_job_id`)."""
+
+    # -- alkstore doctor (alkstore/admin.py, Admin.health) ---------------------------
+    async def health_facts(self) -> HealthFacts:
+        """One read-only look at the store for ``core.health``: schema version, claims
+        past their deadline, and what only this engine has (PostgreSQL's table
+        statistics, xmin horizon holders and blind spots; SQLite's WAL); workers
+        and clock offset are left for the caller."""

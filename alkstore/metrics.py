@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, start_http_server
 
 from alkstore.admin import JOB_STATES, QueueStats, WorkerInfo
+from alkstore.core.health import HealthFacts
 
 __all__ = ["CONTENT_TYPE", "Metrics"]
 
@@ -83,6 +84,29 @@ class Metrics:
             ["state"],
             registry=reg,
         )
+        self.dead_rows = Gauge(
+            "alkstore_table_dead_rows",
+            "Dead rows per alkstore table (PostgreSQL statistics; alkstore doctor).",
+            ["table"],
+            registry=reg,
+        )
+        self.oldest_xmin_age = Gauge(
+            "alkstore_oldest_xmin_age_seconds",
+            "Age of the oldest transaction holding back the xmin horizon (0: none, or "
+            "its age is hidden from this role).",
+            registry=reg,
+        )
+        self.oldest_xmin_xids = Gauge(
+            "alkstore_oldest_xmin_age_transactions",
+            "Transactions the xmin horizon is held back by its oldest holder (0: none).",
+            registry=reg,
+        )
+        self.claims_past_deadline = Gauge(
+            "alkstore_claims_past_deadline",
+            "Claims still processing past their deadline, per queue.",
+            ["queue"],
+            registry=reg,
+        )
         self._lock = threading.Lock()
 
     def finished(self, queue: str, task: str, outcome: str, duration_s: float) -> None:
@@ -113,6 +137,19 @@ class Metrics:
         alive = sum(w.alive for w in found)
         self.workers.labels("alive").set(alive)
         self.workers.labels("gone").set(len(found) - alive)
+
+    def set_health(self, facts: HealthFacts) -> None:
+        """Replace the health gauges with one look's facts (``Admin.health``)."""
+        with self._lock:
+            self.dead_rows.clear()
+            self.claims_past_deadline.clear()
+            for t in facts.tables:
+                self.dead_rows.labels(t.table).set(t.dead_rows)
+            for c in facts.overdue:
+                self.claims_past_deadline.labels(c.queue).set(c.jobs)
+            ages = [h.age_s for h in facts.xmin_holders if h.age_s is not None]
+            self.oldest_xmin_age.set(max(ages, default=0.0))
+            self.oldest_xmin_xids.set(max((h.xid_age for h in facts.xmin_holders), default=0))
 
     def render(self) -> bytes:
         """The text exposition format (``CONTENT_TYPE``)."""

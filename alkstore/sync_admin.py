@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from alkstore import admin as _admin
 from alkstore.admin import QueueInfo
+from alkstore.core.health import Health, Thresholds
 from alkstore.core.job import Job
 from alkstore.core.results import JobOutcome
 from alkstore.sync_runner import Runner
@@ -77,3 +78,7 @@ class Admin:
     def queue_info(self, queue: str) -> QueueInfo:
         """Paused, limits and counts of one queue."""
         return self._runner.run(self._async.queue_info(queue))
+
+    def health(self, limits: Thresholds | None = None) -> Health:
+        """The doctor's look at the store (``alkstore doctor``): findings with verdicts."""
+        return self._runner.run(self._async.health(limits))

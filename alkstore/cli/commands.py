@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 
 from alkstore.cli.base import cli
+from alkstore.cli.doctor import doctor
 from alkstore.cli.jobs import jobs
 from alkstore.cli.queues import queues
 from alkstore.cli.store_commands import enqueue, migrate, stats, sweep, workers
@@ -31,6 +32,7 @@ cli.add_command(sweep)
 cli.add_command(dashboard)
 cli.add_command(demo)
 cli.add_command(copy_command)
+cli.add_command(doctor)
 
 
 def main(argv: list[str] | None = None) -> None:

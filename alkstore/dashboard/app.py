@@ -42,6 +42,7 @@ from starlette.routing import Route
 from alkstore.admin import GONE_AFTER_S, JOB_STATES, Admin, flow_json
 from alkstore.core.job import Job
 from alkstore.dashboard.assets import ICON, LIVE_JS, STYLE
+from alkstore.dashboard.health import health_page
 from alkstore.dashboard.pages import now_utc
 from alkstore.dashboard.site import (
     LIST_LIMIT,
@@ -210,6 +211,11 @@ def create_app(
         page = await dash.page(request, request.query_params.get("msg"))
         return dash.html(page, "Workers", page.workers_page(workers, now_utc()), "workers")
 
+    async def health(request: Request) -> Response:
+        found = await (await dash.store()).admin().health()
+        page = await dash.page(request, request.query_params.get("msg"))
+        return dash.html(page, "Health", health_page(found), "health")
+
     async def act_on_job(
         request: Request, op: Callable[[Admin, int], Awaitable[bool]], done: str, refused: str
     ) -> Response:
@@ -311,6 +317,7 @@ def create_app(
         admin = (await dash.store()).admin()
         dash.metrics.set_queue_stats(await admin.stats())
         dash.metrics.set_workers(await admin.workers(dash.gone_after_s))
+        dash.metrics.set_health((await admin.health()).facts)
         return Response(dash.metrics.render(), media_type=CONTENT_TYPE)
 
     def asset(text: str, media_type: str) -> Callable[[Request], Awaitable[Response]]:
@@ -347,6 +354,7 @@ def create_app(
         Route("/jobs", gated(job_lookup)),
         Route("/jobs/{job_id}", gated(job_page)),
         Route("/workers", gated(workers_page)),
+        Route("/health", gated(health)),
         Route("/jobs/{job_id}/requeue", act_requeue, methods=["POST"]),
         Route("/jobs/{job_id}/cancel", act_cancel, methods=["POST"]),
         Route("/requeue", act_bulk_requeue, methods=["POST"]),

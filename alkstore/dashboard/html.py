@@ -108,6 +108,7 @@ class PageBase:
                 ("overview", "/", "Queues"),
                 ("dead", "/dead", "Dead letters"),
                 ("workers", "/workers", "Workers"),
+                ("health", "/health", "Health"),
             )
         )
         if self.can_act:

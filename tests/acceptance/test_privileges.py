@@ -7,6 +7,7 @@ them at the end.
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import Iterator
@@ -196,3 +197,37 @@ def test_a_role_with_no_grants_gets_a_clear_error_naming_the_schema(granted: Any
     finally:
         with psycopg.connect(granted.pg_url, autocommit=True) as admin:
             admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(bare)))
+
+
+async def test_the_doctor_runs_as_the_worker_role_and_says_what_it_cannot_see(
+    granted: Roles,
+) -> None:
+    """#26: the least-privilege runtime role runs ``alkstore doctor``; another role's
+    held transaction is hidden from it (no pg_read_all_stats), which it says; its
+    own role's is named."""
+    target = Target("postgres", granted.worker_url, granted.schema)
+    healthy = run_cli(target, "doctor", "--json")
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+    blind = [f for f in json.loads(healthy.stdout)["findings"] if f["verdict"] == "unknown"]
+    assert len(blind) == 1 and "other roles' sessions" in blind[0]["subject"], blind
+    assert f"GRANT pg_read_all_stats TO {granted.worker}" in blind[0]["fix"]
+    with (
+        psycopg.connect(granted.pg_url, autocommit=True) as other,
+        psycopg.connect(granted.worker_url, autocommit=True) as own,
+    ):
+        for held in (other, own):
+            held.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            held.execute("SELECT 1")
+        out = run_cli(target, "doctor", "--json", "--idle-xact-age", "0")
+        assert out.returncode == 1, out.stdout + out.stderr
+        verdicts = {f["subject"]: f for f in json.loads(out.stdout)["findings"]}
+        assert verdicts[f"pid {own.info.backend_pid}"]["verdict"] == "action"
+        # the other role's session: its xmin and pid show, its state, age and query not
+        hidden = verdicts[f"pid {other.info.backend_pid}"]
+        assert hidden["verdict"] == "unknown" and "hidden from this role" in hidden["detail"]
+        owner = Target("postgres", granted.pg_url, granted.schema)
+        as_owner = run_cli(owner, "doctor", "--json", "--idle-xact-age", "0")
+        seen = {f["subject"]: f for f in json.loads(as_owner.stdout)["findings"]}
+        assert seen[f"pid {other.info.backend_pid}"]["verdict"] == "action"  # a superuser sees
+        for held in (other, own):
+            held.execute("ROLLBACK")

@@ -99,6 +99,7 @@ ADMIN_OPS: dict[str, Callable[[Admin, str], Awaitable[object]]] = {
     "outcome_history": lambda a, q: a.outcome_history(),
     "queues": lambda a, q: a.queues(),
     "queue_info": lambda a, q: a.queue_info(q),
+    "health": lambda a, q: a.health(),
 }
 
 

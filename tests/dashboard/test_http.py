@@ -3,6 +3,7 @@ origin checks, /metrics, and the ``alkstore dashboard`` command."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -179,3 +180,30 @@ def test_dashboard_command_serves_on_loopback(target: Any, tmp_path: Any) -> Non
         proc.terminate()
         proc.wait(30)
     assert b"read-only (no --token)" in proc.stderr.read()  # type: ignore[union-attr]
+
+
+async def test_the_health_page_and_its_gauges_show_the_doctors_findings(
+    store: alkstore.Store, serve: Serve
+) -> None:
+    """#26: /health lists ``alkstore doctor``'s findings (a silent worker needs action
+    at the default 30 s only after a while, so a lapsed claim is what is shown) and
+    /metrics carries the numeric facts."""
+    from alkstore.core.options import QueueOpts
+
+    queue = store.queue("slow", QueueOpts(visibility_timeout_s=0.01))
+    await queue.enqueue(b"x")
+    assert await queue.claim_one("w") is not None
+    while not (await store.admin().health()).facts.overdue:  # the 10 ms claim lapses
+        await asyncio.sleep(0.01)
+    served = serve()
+    status, page, _ = _get(served.url + "/health")
+    assert status == 200, page
+    assert 'href="/health" class=on>Health</a>' in page
+    assert "claims past deadline" in page and "<code>slow</code>" in page
+    assert "migration" in page and "schema version" in page
+    status, text, _ = _get(served.url + "/metrics")
+    assert status == 200
+    assert 'alkstore_claims_past_deadline{queue="slow"} 1.0' in text
+    assert "alkstore_oldest_xmin_age_seconds" in text
+    if store.engine_name == "postgres":
+        assert 'alkstore_table_dead_rows{table="alk_jobs"}' in text

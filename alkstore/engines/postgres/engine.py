@@ -32,6 +32,7 @@ from alkstore.core.tables import table as copied_table
 from alkstore.engine import NoteSink
 from alkstore.engines.postgres.connections import privilege_hint
 from alkstore.engines.postgres.copying import from_stored, to_stored
+from alkstore.engines.postgres.health import PostgresHealth
 from alkstore.engines.postgres.inserts import insert_keyed, insert_params, returned_ids
 from alkstore.engines.postgres.listener import Listener
 from alkstore.engines.postgres.migrator import SCHEMA_VERSION, migrate_connection
@@ -45,7 +46,7 @@ __all__ = ["SCHEMA_VERSION", "PostgresEngine", "migrate"]
 log = logging.getLogger("alkstore.postgres")
 
 
-class PostgresEngine(PostgresOutbox):
+class PostgresEngine(PostgresOutbox, PostgresHealth):
     """Storage in one PostgreSQL schema, shared by any number of processes and machines."""
 
     name = "postgres"

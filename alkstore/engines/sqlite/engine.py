@@ -27,6 +27,7 @@ from alkstore.core.results import RESULTS_CHANNEL
 from alkstore.core.steps import Rows, run_steps_sync
 from alkstore.engine import NoteSink
 from alkstore.engines.sqlite.copying import SqliteCopying
+from alkstore.engines.sqlite.health import SqliteHealth
 from alkstore.engines.sqlite.inserts import insert_jobs, insert_keyed
 from alkstore.engines.sqlite.listener import Listener, listen_locally
 from alkstore.engines.sqlite.migrator import QUERIES as Q
@@ -38,7 +39,7 @@ __all__ = ["SqliteEngine"]
 log = logging.getLogger("alkstore.sqlite")
 
 
-class SqliteEngine(SqliteCopying):
+class SqliteEngine(SqliteCopying, SqliteHealth):
     """Storage on one SQLite file, shared safely by many processes on one machine."""
 
     name = "sqlite"

@@ -817,3 +817,46 @@ SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('{schema}.alk_jobs
 -- name: copy_advance_ids
 -- Set the identity's sequence: the next job gets the id after this one.
 SELECT setval(pg_get_serial_sequence('{schema}.alk_jobs', 'id'), %s);
+
+-- `alkstore doctor` (engines/postgres/health.py): reads of the statistics views.
+
+-- name: health_tables
+-- Row statistics of this schema's tables (readable by any role).
+SELECT relname::text, n_live_tup, n_dead_tup,
+       EXTRACT(EPOCH FROM (now() - last_vacuum))::float8,
+       EXTRACT(EPOCH FROM (now() - last_autovacuum))::float8
+FROM pg_stat_user_tables WHERE schemaname = %(schema)s ORDER BY relname;
+
+-- name: health_xmin
+-- What holds back this database's xmin horizon, oldest first: sessions with a
+-- snapshot (another role's only with pg_read_all_stats), prepared
+-- transactions and replication slots.
+SELECT kind, pid, name, state, xid_age, age_s, query FROM (
+    SELECT 'session' AS kind, pid, usename::text AS name, state,
+           age(backend_xmin)::int8 AS xid_age,
+           EXTRACT(EPOCH FROM (now() - xact_start))::float8 AS age_s, query
+    FROM pg_stat_activity
+    WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()
+      AND datname = current_database()
+    UNION ALL
+    SELECT 'prepared', NULL, gid, NULL, age(transaction)::int8,
+           EXTRACT(EPOCH FROM (now() - prepared))::float8, NULL
+    FROM pg_prepared_xacts WHERE database = current_database()
+    UNION ALL
+    SELECT 'slot', NULL, slot_name::text, NULL, age(xmin)::int8, NULL, NULL
+    FROM pg_replication_slots WHERE xmin IS NOT NULL
+) AS holders
+ORDER BY xid_age DESC, age_s DESC NULLS LAST
+LIMIT 20;
+
+-- name: health_overdue
+-- Claims still processing past their deadline, per queue.
+SELECT queue, count(*), EXTRACT(EPOCH FROM ({now} - min(claim_expires_at)))::float8
+FROM {schema}.alk_jobs
+WHERE state = 'processing' AND claim_expires_at < {now}
+GROUP BY queue ORDER BY queue;
+
+-- name: health_clock
+-- The database's clock, and whether this role sees other roles' sessions.
+SELECT EXTRACT(EPOCH FROM clock_timestamp())::float8,
+       pg_has_role(current_user, 'pg_read_all_stats', 'USAGE');

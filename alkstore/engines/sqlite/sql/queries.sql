@@ -580,3 +580,12 @@ UPDATE sqlite_sequence SET seq = max(seq, ?1) WHERE name = 'alk_jobs';
 INSERT INTO sqlite_sequence (name, seq)
 SELECT 'alk_jobs', ?1
 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'alk_jobs');
+
+-- `alkstore doctor` (engines/sqlite/health.py).
+
+-- name: health_overdue
+-- Claims still processing past their deadline, per queue.
+SELECT queue, count(*), :now - min(claim_expires_at)
+FROM alk_jobs
+WHERE state = 'processing' AND claim_expires_at < :now
+GROUP BY queue ORDER BY queue;
