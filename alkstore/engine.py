@@ -220,6 +220,17 @@ class Engine(Protocol):
         """Upsert the queue's limits (replacing all of them, resetting the rate state);
         wake its channel at commit."""
 
+    async def set_fair(self, queue: str, fair: bool, weights: dict[str, float] | None) -> None:
+        """Upsert the queue's ``fair`` flag: on, seed a key cursor per partition key
+        with live jobs; off, drop them. ``weights`` (not None) replace the key
+        weights. Wake its channel at commit."""
+
+    async def fair_weights(self, queue: str) -> dict[str, float]:
+        """The queue's key weights (keys without one weigh 1)."""
+
+    async def set_aging(self, queue: str, aging_s: float | None) -> None:
+        """Upsert the queue's aging interval (``None``: no aging)."""
+
     async def subscribe(self, channels: Sequence[str], sink: NoteSink) -> None:
         """Start delivering notes of ``channels`` (store channels included) to ``sink``;
         called only when :attr:`listens`."""

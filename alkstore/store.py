@@ -7,13 +7,14 @@ import contextvars
 import os
 import random
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from alkstore.consume import ClaimLoop
 from alkstore.core.backoff import backoff_delay_s
 from alkstore.core.dedupe import Enqueued, check_dedupe_key
+from alkstore.core.fair import check_weights
 from alkstore.core.flow import CANCEL_NOTE, QueueSettings, Rate, check_limit, parse_rate
 from alkstore.core.job import (
     ERROR_EXPIRED,
@@ -524,6 +525,37 @@ class Queue(_Enqueuing):
             partition_concurrency,
             None if parsed is None else (parsed.n, parsed.period_s),
             burst,
+        )
+
+    async def set_fair(
+        self, fair: bool = True, *, weights: Mapping[str, float] | None = None
+    ) -> None:
+        """Claim this queue round-robin across its partition keys (``False``: in plain
+        claim order again), enforced in the claim on every worker.
+
+        ``weights`` (``{partition_key: weight}``, replacing the stored ones; a key
+        without one weighs 1): a key of weight 2 gets twice the turns of a key of
+        weight 1 while both have work. Priority still orders jobs within a key.
+
+        >>> await queue.set_fair(weights={"big-customer": 4})
+        """
+        engine = engine_of(self._store)
+        if not isinstance(fair, bool):
+            raise InvalidArgumentError(f"fair must be True or False, got {describe(fair)}")
+        await engine.set_fair(self.name, fair, check_weights(weights))
+
+    async def fair_weights(self) -> dict[str, float]:
+        """The stored key weights of this fair queue (keys without one weigh 1)."""
+        return await engine_of(self._store).fair_weights(self.name)
+
+    async def set_aging(self, aging_s: float | None) -> None:
+        """A due job waiting ``aging_s`` seconds counts one priority level higher, and one
+        more per further ``aging_s`` (``None``: no aging); applied by the sweep
+        (``sweep_expired``, run by every worker), so see docs/flow-control.md for the bound.
+        """
+        engine = engine_of(self._store)
+        await engine.set_aging(
+            self.name, None if aging_s is None else check_positive("aging_s", aging_s)
         )
 
     async def settings(self) -> QueueSettings:

@@ -15,7 +15,7 @@ import contextvars
 import os
 import threading
 import weakref
-from collections.abc import AsyncIterator, Coroutine, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -320,6 +320,15 @@ class Queue(_Enqueuing):
                 burst=burst,
             )
         )
+
+    def set_fair(self, fair: bool = True, *, weights: Mapping[str, float] | None = None) -> None:
+        self._runner.run(self._async.set_fair(fair, weights=weights))
+
+    def fair_weights(self) -> dict[str, float]:
+        return self._runner.run(self._async.fair_weights())
+
+    def set_aging(self, aging_s: float | None) -> None:
+        self._runner.run(self._async.set_aging(aging_s))
 
     def settings(self) -> QueueSettings:
         return self._runner.run(self._async.settings())

@@ -81,6 +81,10 @@ async def _fill(store: alkstore.Store) -> dict[str, int]:
     await limited.enqueue({"n": "limited"})
     (h,) = await limited.claim_batch("w-old", 1)  # spends the rate: tat is set
     assert await h.ack()
+    fair = store.queue("fair")  # a key cursor and a weight, fairness and aging on
+    await fair.set_fair(weights={"t1": 2.5})
+    await fair.set_aging(30.0)
+    ids["fair"] = await fair.enqueue({"n": "fair"}, alkstore.EnqueueOpts(partition_key="t1"))
     admin = store.admin()
     await admin.mark_schedule("nightly", 1_700_000_000.5, ids["delayed"])
     await admin.record_outcomes([("mail", "success", 3), ("mail", "dead", 1)])

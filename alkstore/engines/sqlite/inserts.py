@@ -18,7 +18,7 @@ from alkstore.core.options import Stamps
 from alkstore.core.steps import Rows, run_steps_sync
 from alkstore.engines.sqlite.migrator import QUERIES as Q
 
-__all__ = ["insert_jobs", "insert_keyed", "stamp_columns"]
+__all__ = ["insert_jobs", "insert_keyed", "stamp_columns", "touch_fair"]
 
 
 def stamp_columns(stamps: Stamps, now: float) -> tuple[Any, ...]:
@@ -37,11 +37,18 @@ def stamp_columns(stamps: Stamps, now: float) -> tuple[Any, ...]:
     )
 
 
+def touch_fair(conn: sqlite3.Connection, queue: str, stamps: Stamps) -> None:
+    """A fair queue's key cursor for the batch's partition key (``core.fair``)."""
+    if stamps.partition_key is not None:
+        conn.execute(Q["fair_touch"], {"queue": queue, "key": stamps.partition_key})
+
+
 def insert_jobs(
     conn: sqlite3.Connection, queue: str, payloads: Sequence[bytes], stamps: Stamps, now: float
 ) -> list[int]:
     """Insert one row per payload; their ids, in payload order."""
     rest = stamp_columns(stamps, now)
+    touch_fair(conn, queue, stamps)
     if len(payloads) == 1:
         return [conn.execute(Q["insert_job"], (queue, payloads[0], *rest)).lastrowid or 0]
     conn.executemany(Q["insert_job"], [(queue, p, *rest) for p in payloads])
@@ -62,6 +69,7 @@ def insert_keyed(
 ) -> list[Enqueued]:
     """The deduplicated insert on ``conn``, inside the transaction it holds."""
     rest = stamp_columns(stamps, now)
+    touch_fair(conn, queue, stamps)
 
     def step(name: str, params: dict[str, Any]) -> Rows:
         rows: Rows = []

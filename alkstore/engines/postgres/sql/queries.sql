@@ -53,6 +53,36 @@ SELECT %(queue)s::text, p, %(priority)s::integer,
 FROM unnest(%(payloads)b::bytea[]) AS p
 RETURNING id;
 
+-- name: insert_jobs_fair
+-- insert_jobs of a partition key: the same rows, and the key's cursor if the
+-- queue is fair (core/fair.py). A separate statement so a plain enqueue
+-- touches no table but alk_jobs (a producer role needs no more grants).
+-- One row per payload, in array order (nextval runs in the order unnest yields
+-- rows, so ids ascend with the payloads). The stamps are shared scalars;
+-- run_at and expires_at resolve against this statement's now().
+WITH inserted AS (
+    INSERT INTO {schema}.alk_jobs (queue, payload, priority, run_at, created_at, max_attempts,
+                                   visibility_timeout_s, retry_base_s, expires_at, partition_key)
+    SELECT %(queue)s::text, p, %(priority)s::integer,
+           COALESCE(%(run_at)s::timestamptz, {now} + make_interval(secs => %(delay)s::float8)),
+           {now}, %(max_attempts)s::integer, %(visibility)s::float8, %(retry_base)s::float8,
+           {now} + make_interval(secs => %(expires_in)s::float8), %(partition_key)s::text
+    FROM unnest(%(payloads)b::bytea[]) AS p
+    RETURNING id
+), touched AS (
+    -- a fair queue's key cursor for this batch's partition key (core/fair.py): a
+    -- new key starts at the queue's smallest vtime. DO UPDATE (a no-op) takes the
+    -- cursor's row lock, so a claim dropping the cursor as empty at this moment is
+    -- waited for, and the cursor is inserted again after it.
+    INSERT INTO {schema}.alk_fair AS c (queue, partition_key, vtime)
+    SELECT %(queue)s::text, %(partition_key)s::text,
+           COALESCE((SELECT min(vtime) FROM {schema}.alk_fair WHERE queue = %(queue)s), 0)
+    WHERE %(partition_key)s::text IS NOT NULL
+      AND EXISTS (SELECT 1 FROM {schema}.alk_queues WHERE queue = %(queue)s AND fair)
+    ON CONFLICT (queue, partition_key) DO UPDATE SET vtime = c.vtime WHERE false
+)
+SELECT id FROM inserted;
+
 -- name: insert_keyed_jobs
 -- insert_jobs with a dedupe key per row (NULL: none): the unique index
 -- alk_jobs_dedupe makes a row whose key a live job holds do nothing; a
@@ -69,6 +99,40 @@ FROM unnest(%(payloads)b::bytea[], %(keys)s::text[]) WITH ORDINALITY AS u(p, k, 
 ORDER BY u.n
 ON CONFLICT (queue, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
 RETURNING id, dedupe_key;
+
+-- name: insert_keyed_jobs_fair
+-- insert_keyed_jobs of a partition key: the same rows, and the key's cursor if the
+-- queue is fair (core/fair.py). A separate statement so a plain enqueue
+-- touches no table but alk_jobs (a producer role needs no more grants).
+-- insert_jobs with a dedupe key per row (NULL: none): the unique index
+-- alk_jobs_dedupe makes a row whose key a live job holds do nothing; a
+-- concurrent insert of the same key waits for the other transaction and then
+-- does nothing (or inserts, if that one rolled back). RETURNING says which got in.
+WITH inserted AS (
+    INSERT INTO {schema}.alk_jobs (queue, payload, priority, run_at, created_at, max_attempts,
+                                   visibility_timeout_s, retry_base_s, expires_at, partition_key,
+                                   dedupe_key)
+    SELECT %(queue)s::text, u.p, %(priority)s::integer,
+           COALESCE(%(run_at)s::timestamptz, {now} + make_interval(secs => %(delay)s::float8)),
+           {now}, %(max_attempts)s::integer, %(visibility)s::float8, %(retry_base)s::float8,
+           {now} + make_interval(secs => %(expires_in)s::float8), %(partition_key)s::text, u.k
+    FROM unnest(%(payloads)b::bytea[], %(keys)s::text[]) WITH ORDINALITY AS u(p, k, n)
+    ORDER BY u.n
+    ON CONFLICT (queue, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
+    RETURNING id, dedupe_key
+), touched AS (
+    -- a fair queue's key cursor for this batch's partition key (core/fair.py): a
+    -- new key starts at the queue's smallest vtime. DO UPDATE (a no-op) takes the
+    -- cursor's row lock, so a claim dropping the cursor as empty at this moment is
+    -- waited for, and the cursor is inserted again after it.
+    INSERT INTO {schema}.alk_fair AS c (queue, partition_key, vtime)
+    SELECT %(queue)s::text, %(partition_key)s::text,
+           COALESCE((SELECT min(vtime) FROM {schema}.alk_fair WHERE queue = %(queue)s), 0)
+    WHERE %(partition_key)s::text IS NOT NULL
+      AND EXISTS (SELECT 1 FROM {schema}.alk_queues WHERE queue = %(queue)s AND fair)
+    ON CONFLICT (queue, partition_key) DO UPDATE SET vtime = c.vtime WHERE false
+)
+SELECT id, dedupe_key FROM inserted;
 
 -- name: live_keys
 SELECT dedupe_key, id FROM {schema}.alk_jobs
@@ -107,15 +171,16 @@ WHERE d.queue = %(queue)s AND d.dedupe_key = u.k;
 -- from the swept rows (attempts < max_attempts vs >=), so no row is touched twice.
 -- RETURNING order is not guaranteed: the engine sorts the rows in claim order.
 -- gate: the queue's settings row, if any. A paused queue claims nothing; a
--- limited one claims nothing here when :gated (the fast path) and returns one
--- marker row (id NULL, state 'limited') telling the engine to take the locked
--- path (claim_locked). An uncorrelated condition, so a one-time filter.
+-- limited or fair one claims nothing here when :gated (the fast path) and
+-- returns one marker row (id NULL, state 'limited', or 'fair' for a fair queue
+-- without limits) telling the engine to take the flow's path (claim_locked).
+-- An uncorrelated condition, so a one-time filter.
 WITH gate AS MATERIALIZED (
     SELECT paused, (concurrency IS NOT NULL OR partition_concurrency IS NOT NULL
-                    OR rate_count IS NOT NULL) AS limited
+                    OR rate_count IS NOT NULL) AS limited, fair
     FROM {schema}.alk_queues WHERE queue = %(queue)s
 ), open AS MATERIALIZED (
-    SELECT NOT EXISTS (SELECT 1 FROM gate WHERE paused OR (limited AND %(gated)s)) AS ok
+    SELECT NOT EXISTS (SELECT 1 FROM gate WHERE paused OR ((limited OR fair) AND %(gated)s)) AS ok
 ), swept AS (
     DELETE FROM {schema}.alk_jobs
     WHERE queue = %(queue)s AND state = 'processing' AND claim_expires_at < {now}
@@ -168,20 +233,28 @@ WITH gate AS MATERIALIZED (
 )
 SELECT * FROM claimed WHERE (SELECT count(*) FROM announced) >= 0
 UNION ALL
-SELECT NULL::bigint, NULL::text, NULL::bytea, 'limited'::text, NULL::integer,
+SELECT NULL::bigint, NULL::text, NULL::bytea,
+       CASE WHEN limited THEN 'limited' ELSE 'fair' END, NULL::integer,
        NULL::timestamptz, NULL::timestamptz, NULL::integer, NULL::integer, NULL::float8,
        NULL::float8, NULL::timestamptz, NULL::text, NULL::timestamptz, NULL::text,
        NULL::timestamptz, NULL::text
-FROM gate WHERE limited AND NOT paused AND %(gated)s;
+FROM gate WHERE (limited OR fair) AND NOT paused AND %(gated)s;
 
 -- name: lock_settings
 -- The locked path of a limited queue, step 1 (inside a transaction): the
 -- settings row FOR UPDATE, so this queue's claims run one at a time; the
 -- statements after it see every claim committed before the lock was granted.
 SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat,
-       EXTRACT(EPOCH FROM {now})::float8
+       fair, aging_s, EXTRACT(EPOCH FROM {now})::float8
 FROM {schema}.alk_queues WHERE queue = %(queue)s
 FOR UPDATE;
+
+-- name: read_settings
+-- The claim of a fair queue without limits, step 1: the settings row, not
+-- locked (its claims serialise per key cursor, not per queue).
+SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat,
+       fair, aging_s, EXTRACT(EPOCH FROM {now})::float8
+FROM {schema}.alk_queues WHERE queue = %(queue)s;
 
 -- name: count_running
 -- Unexpired claims of a queue (a lapsed claim no longer holds a slot).
@@ -246,12 +319,114 @@ FROM claimed WHERE (SELECT count(*) FROM announced) >= 0;
 -- name: set_tat
 UPDATE {schema}.alk_queues SET tat = %(tat)s::float8 WHERE queue = %(queue)s;
 
+-- name: fair_cursors
+-- A fair claim, step 1 (core/fair.py): the :window key cursors of smallest
+-- vtime, walked in alk_fair_order and locked; a cursor another claim (or an
+-- enqueue touching it) holds is passed over, so two claims never serve one key.
+SELECT c.partition_key, c.vtime, COALESCE(w.weight, 1.0)
+FROM {schema}.alk_fair AS c
+LEFT JOIN {schema}.alk_fair_weights AS w
+       ON w.queue = c.queue AND w.partition_key = c.partition_key
+WHERE c.queue = %(queue)s
+ORDER BY c.vtime, c.partition_key
+LIMIT %(window)s
+FOR UPDATE OF c SKIP LOCKED;
+
+-- name: fair_heads
+-- A fair claim, step 2: per key, its best :limits[i] claimable jobs (one probe
+-- of alk_jobs_fair, one of alk_jobs_partition for lapsed claims); a key with
+-- none gives one row with id NULL and whether it still has live jobs.
+SELECT k.key, h.id,
+       h.id IS NULL AND (
+           EXISTS (SELECT 1 FROM {schema}.alk_jobs AS j
+                   WHERE j.queue = %(queue)s AND j.partition_key = k.key
+                     AND j.state = 'pending')
+           OR EXISTS (SELECT 1 FROM {schema}.alk_jobs AS j
+                      WHERE j.queue = %(queue)s AND j.partition_key = k.key
+                        AND j.state = 'processing'))
+FROM unnest(%(keys)s::text[], %(limits)s::integer[]) WITH ORDINALITY AS k(key, lim, ord)
+LEFT JOIN LATERAL (
+    SELECT arms.id, arms.priority, arms.run_at FROM (
+        (SELECT id, priority, run_at FROM {schema}.alk_jobs
+         WHERE queue = %(queue)s AND partition_key = k.key AND state = 'pending'
+           AND run_at <= {now} AND (expires_at IS NULL OR expires_at > {now})
+         ORDER BY priority DESC, run_at, id LIMIT k.lim)
+        UNION ALL
+        (SELECT id, priority, run_at FROM {schema}.alk_jobs
+         WHERE queue = %(queue)s AND partition_key = k.key AND state = 'processing'
+           AND claim_expires_at < {now} AND attempts < max_attempts
+           AND (expires_at IS NULL OR expires_at > {now})
+         ORDER BY priority DESC, run_at, id LIMIT k.lim)
+    ) AS arms
+    ORDER BY arms.priority DESC, arms.run_at, arms.id
+    LIMIT k.lim
+) AS h ON true
+ORDER BY k.ord, h.priority DESC, h.run_at, h.id;
+
+-- name: fair_update
+-- A fair claim, last step: the served keys' new vtime, and the cursors of keys
+-- without live jobs dropped (this claim holds their locks since fair_cursors).
+WITH moved AS (
+    UPDATE {schema}.alk_fair AS c SET vtime = u.v
+    FROM unnest(%(keys)s::text[], %(vtimes)s::float8[]) AS u(k, v)
+    WHERE c.queue = %(queue)s AND c.partition_key = u.k
+    RETURNING 1
+), dropped AS (
+    DELETE FROM {schema}.alk_fair AS c
+    WHERE c.queue = %(queue)s AND c.partition_key = ANY(%(pruned)s::text[])
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM dropped);
+
+-- name: set_fair
+-- Fairness on or off, in a transaction after await_claims (no enqueue is in
+-- flight while the cursors are seeded). On: a cursor for every key with live
+-- jobs (one scan of the queue's rows, here and never in a claim), each at the
+-- queue's smallest vtime. Off: the cursors go. Consumers are woken.
+WITH upsert AS (
+    INSERT INTO {schema}.alk_queues (queue, fair) VALUES (%(queue)s, %(fair)s)
+    ON CONFLICT (queue) DO UPDATE SET fair = excluded.fair
+    RETURNING queue, fair
+), seeded AS (
+    INSERT INTO {schema}.alk_fair (queue, partition_key, vtime)
+    SELECT DISTINCT %(queue)s::text, j.partition_key,
+           COALESCE((SELECT min(vtime) FROM {schema}.alk_fair WHERE queue = %(queue)s), 0)
+    FROM {schema}.alk_jobs AS j
+    WHERE j.queue = %(queue)s AND j.partition_key IS NOT NULL AND %(fair)s
+    ON CONFLICT (queue, partition_key) DO NOTHING
+    RETURNING 1
+), cleared AS (
+    DELETE FROM {schema}.alk_fair WHERE queue = %(queue)s AND NOT %(fair)s
+    RETURNING 1
+)
+SELECT pg_notify(queue, '') FROM upsert
+WHERE (SELECT count(*) FROM seeded) + (SELECT count(*) FROM cleared) >= 0;
+
+-- name: clear_weights
+-- set_weights, step 1 (one transaction with step 2): the old weights go.
+DELETE FROM {schema}.alk_fair_weights WHERE queue = %(queue)s;
+
+-- name: add_weights
+-- set_weights, step 2: the new ones (a key without a row weighs 1).
+INSERT INTO {schema}.alk_fair_weights (queue, partition_key, weight)
+SELECT %(queue)s::text, k, w FROM unnest(%(keys)s::text[], %(weights)s::float8[]) AS u(k, w);
+
+-- name: set_aging
+INSERT INTO {schema}.alk_queues (queue, aging_s) VALUES (%(queue)s, %(aging_s)s)
+ON CONFLICT (queue) DO UPDATE SET aging_s = excluded.aging_s;
+
+-- name: fair_weights
+SELECT partition_key, weight FROM {schema}.alk_fair_weights
+WHERE queue = %(queue)s ORDER BY partition_key;
+
 -- name: queue_settings
-SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat
+SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat,
+       fair, aging_s
 FROM {schema}.alk_queues WHERE queue = %(queue)s;
 
 -- name: all_queue_settings
-SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat
+SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat,
+       fair, aging_s
 FROM {schema}.alk_queues ORDER BY queue;
 
 -- name: set_paused
@@ -582,7 +757,7 @@ ORDER BY finished_at DESC, id DESC LIMIT %(limit)s;
 -- holds that key now (the unique index allows one).
 WITH revived AS (
     DELETE FROM {schema}.alk_dead WHERE id = %(id)s RETURNING *
-)
+), back AS (
 INSERT INTO {schema}.alk_jobs (id, queue, payload, state, priority, run_at, created_at,
                                attempts, max_attempts, visibility_timeout_s, retry_base_s,
                                expires_at, worker_id, claim_expires_at, last_error,
@@ -600,7 +775,18 @@ SELECT id, queue, payload, 'pending', priority,
                                AND l.dedupe_key = revived.dedupe_key) THEN dedupe_key END,
        partition_key
 FROM revived
-RETURNING queue;
+RETURNING queue, partition_key
+), touched AS (
+    -- back under its fair queue's key cursor (as an enqueue would put it)
+    INSERT INTO {schema}.alk_fair AS c (queue, partition_key, vtime)
+    SELECT b.queue, b.partition_key,
+           COALESCE((SELECT min(vtime) FROM {schema}.alk_fair AS m WHERE m.queue = b.queue), 0)
+    FROM back AS b
+    WHERE b.partition_key IS NOT NULL
+      AND EXISTS (SELECT 1 FROM {schema}.alk_queues AS s WHERE s.queue = b.queue AND s.fair)
+    ON CONFLICT (queue, partition_key) DO UPDATE SET vtime = c.vtime WHERE false
+)
+SELECT queue FROM back;
 
 -- name: admin_stats
 -- Per queue: due pending, delayed pending, processing, dead, and the age in
@@ -676,11 +862,14 @@ SELECT (SELECT count(*) FROM {schema}.alk_queues),
        (SELECT count(*) FROM {schema}.alk_results),
        (SELECT count(*) FROM {schema}.alk_dedupe),
        (SELECT count(*) FROM {schema}.alk_schedules),
-       (SELECT count(*) FROM {schema}.alk_outcomes);
+       (SELECT count(*) FROM {schema}.alk_outcomes),
+       (SELECT count(*) FROM {schema}.alk_fair),
+       (SELECT count(*) FROM {schema}.alk_fair_weights);
 
 -- name: copy_read_queues
 -- A page of alk_queues after a key, in key order.
-SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat
+SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat,
+       fair, aging_s
 FROM {schema}.alk_queues
 WHERE queue COLLATE "C" > %s
 ORDER BY queue COLLATE "C"
@@ -688,12 +877,12 @@ LIMIT %s;
 
 -- name: copy_write_queues
 -- One copied row of alk_queues, as the source had it.
-INSERT INTO {schema}.alk_queues (queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s);
+INSERT INTO {schema}.alk_queues (queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat, fair, aging_s)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s);
 
 -- name: copy_read_jobs
 -- A page of alk_jobs after a key, in key order.
-SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, last_error, dedupe_key, partition_key
+SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, last_error, dedupe_key, partition_key, debounce_key, promoted_at
 FROM {schema}.alk_jobs
 WHERE id > %s
 ORDER BY id
@@ -701,8 +890,8 @@ LIMIT %s;
 
 -- name: copy_write_jobs
 -- One copied row of alk_jobs, as the source had it.
-INSERT INTO {schema}.alk_jobs (id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, last_error, dedupe_key, partition_key) OVERRIDING SYSTEM VALUE
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);
+INSERT INTO {schema}.alk_jobs (id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, last_error, dedupe_key, partition_key, debounce_key, promoted_at) OVERRIDING SYSTEM VALUE
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);
 
 -- name: copy_read_dead
 -- A page of alk_dead after a key, in key order.
@@ -768,6 +957,32 @@ LIMIT %s;
 -- One copied row of alk_outcomes, as the source had it.
 INSERT INTO {schema}.alk_outcomes (queue, minute, outcome, count)
 VALUES (%s, %s, %s, %s);
+
+-- name: copy_read_fair
+-- A page of alk_fair after a key, in key order.
+SELECT queue, partition_key, vtime
+FROM {schema}.alk_fair
+WHERE (queue COLLATE "C", partition_key COLLATE "C") > (%s, %s)
+ORDER BY queue COLLATE "C", partition_key COLLATE "C"
+LIMIT %s;
+
+-- name: copy_write_fair
+-- One copied row of alk_fair, as the source had it.
+INSERT INTO {schema}.alk_fair (queue, partition_key, vtime)
+VALUES (%s, %s, %s);
+
+-- name: copy_read_fair_weights
+-- A page of alk_fair_weights after a key, in key order.
+SELECT queue, partition_key, weight
+FROM {schema}.alk_fair_weights
+WHERE (queue COLLATE "C", partition_key COLLATE "C") > (%s, %s)
+ORDER BY queue COLLATE "C", partition_key COLLATE "C"
+LIMIT %s;
+
+-- name: copy_write_fair_weights
+-- One copied row of alk_fair_weights, as the source had it.
+INSERT INTO {schema}.alk_fair_weights (queue, partition_key, weight)
+VALUES (%s, %s, %s);
 
 -- name: copy_last_id
 -- The highest job id ever handed out (the identity's sequence; 0: none).
