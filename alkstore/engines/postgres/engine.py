@@ -21,11 +21,13 @@ from typing import Any
 
 import psycopg
 
+from alkstore.core.aging import aging_sweep
 from alkstore.core.dedupe import Enqueued
 from alkstore.core.flow import Claimed
 from alkstore.core.job import Row
 from alkstore.core.options import Stamps
 from alkstore.core.results import RESULTS_CHANNEL
+from alkstore.core.steps import Rows, run_steps
 from alkstore.core.tables import COPIED_TABLES
 from alkstore.core.tables import table as copied_table
 from alkstore.engine import NoteSink
@@ -215,6 +217,11 @@ class PostgresEngine(PostgresFlowControl):
         params = {"queue": queue, "retention": retention_s, "expired_error": expired_error}
         row = await self._fetchone("sweep", params)
         assert row is not None
+
+        async def step(name: str, extra: dict[str, Any]) -> Rows:
+            return list(await self._fetchall(name, {"queue": queue, **extra}))
+
+        await run_steps(aging_sweep(), step)  # priority aging, if the queue has it
         return int(row[0]), int(row[1]), int(row[2]), int(row[3])
 
     async def next_wake_in(self, queue: str) -> float | None:

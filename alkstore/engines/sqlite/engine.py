@@ -19,13 +19,14 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from alkstore.core.aging import aging_sweep
 from alkstore.core.dedupe import Enqueued
 from alkstore.core.flow import RECLAIMED_NOTE, Claimed
 from alkstore.core.job import Row
 from alkstore.core.limited_claim import limited_claim
 from alkstore.core.options import Stamps
 from alkstore.core.results import RESULTS_CHANNEL
-from alkstore.core.steps import run_steps_sync
+from alkstore.core.steps import Rows, run_steps_sync
 from alkstore.core.tables import COPIED_TABLES
 from alkstore.core.tables import table as copied_table
 from alkstore.engine import NoteSink
@@ -235,6 +236,12 @@ class SqliteEngine(SqliteFlowControl):
             purged = conn.execute(Q["purge_dead"], cutoff).rowcount
         results = conn.execute(Q["purge_results"], params).rowcount
         windows = conn.execute(Q["purge_windows"], params).rowcount
+
+        def step(name: str, extra: dict[str, Any]) -> Rows:
+            cur = conn.execute(Q[name], {"queue": queue, "now": now, **extra})
+            return cur.fetchall() if name == "aging_settings" else [(cur.rowcount,)]
+
+        run_steps_sync(aging_sweep(), step)  # priority aging, if the queue has it
         return expired, purged, results, windows
 
     async def sweep(

@@ -656,6 +656,40 @@ WITH expired AS (
 SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM purged),
        (SELECT count(*) FROM results), (SELECT count(*) FROM windows);
 
+-- name: aging_settings
+-- Priority aging (core/aging.py), step 1: the queue's interval and its top due
+-- priority (the front of alk_jobs_claim).
+SELECT s.aging_s,
+       (SELECT max(priority) FROM {schema}.alk_jobs
+        WHERE queue = %(queue)s AND state = 'pending' AND run_at <= {now})
+FROM {schema}.alk_queues AS s
+WHERE s.queue = %(queue)s AND s.aging_s IS NOT NULL;
+
+-- name: promote
+-- Priority aging, step 2: each due pending job below :top that has waited k >= 1
+-- intervals since it became due or was last promoted gains k levels, at most
+-- to :cap; its promotion time moves on by k intervals (the rest still counts).
+-- Walks the entries of alk_jobs_claim below :top. A job claimed meanwhile is
+-- left alone (state re-checked on the locked row).
+WITH waited AS MATERIALIZED (
+    SELECT id,
+           LEAST(floor(EXTRACT(EPOCH FROM ({now} - GREATEST(promoted_at, run_at)))
+                       / %(aging_s)s::float8), 1000000000)::bigint AS levels
+    FROM {schema}.alk_jobs
+    WHERE queue = %(queue)s AND state = 'pending' AND priority < %(top)s::integer
+      AND run_at <= {now} - make_interval(secs => %(aging_s)s::float8)
+      AND GREATEST(promoted_at, run_at) <= {now} - make_interval(secs => %(aging_s)s::float8)
+), promoted AS (
+    UPDATE {schema}.alk_jobs AS j
+    SET priority = LEAST(j.priority::bigint + w.levels, %(cap)s::bigint)::integer,
+        promoted_at = GREATEST(j.promoted_at, j.run_at)
+                      + make_interval(secs => w.levels * %(aging_s)s::float8)
+    FROM waited AS w
+    WHERE j.id = w.id AND j.state = 'pending' AND w.levels >= 1
+    RETURNING 1
+)
+SELECT count(*) FROM promoted;
+
 -- name: next_due
 -- Seconds until the earliest future moment something of this queue becomes
 -- claimable: a delayed row falls due, or a claim lapses. NULL if nothing is waiting.

@@ -353,6 +353,29 @@ WHERE queue = :queue AND expires_at IS NOT NULL AND expires_at <= :now;
 -- Retention: dead rows of this queue that died before :cutoff.
 DELETE FROM alk_dead WHERE queue = :queue AND died_at < :cutoff;
 
+-- name: aging_settings
+-- Priority aging (core/aging.py), step 1: the queue's interval and its top due
+-- priority (the front of alk_jobs_pending_claim).
+SELECT s.aging_s,
+       (SELECT max(priority) FROM alk_jobs INDEXED BY alk_jobs_pending_claim
+        WHERE queue = :queue AND state = 'pending' AND run_at <= :now)
+FROM alk_queues AS s
+WHERE s.queue = :queue AND s.aging_s IS NOT NULL;
+
+-- name: promote
+-- Priority aging, step 2: each due pending job below :top that has waited k >= 1
+-- intervals since it became due or was last promoted gains k levels, at most
+-- to :cap; its promotion time moves on by k intervals. SET reads the old row.
+UPDATE alk_jobs INDEXED BY alk_jobs_pending_claim
+SET priority = min(priority + CAST((:now - max(COALESCE(promoted_at, run_at), run_at))
+                                   / :aging_s AS INTEGER), :cap),
+    promoted_at = max(COALESCE(promoted_at, run_at), run_at)
+                  + CAST((:now - max(COALESCE(promoted_at, run_at), run_at)) / :aging_s AS INTEGER)
+                    * :aging_s
+WHERE queue = :queue AND state = 'pending' AND priority < :top
+  AND run_at <= :now - :aging_s
+  AND max(COALESCE(promoted_at, run_at), run_at) <= :now - :aging_s;
+
 -- name: next_due
 -- The earliest future moment something of this queue becomes claimable.
 SELECT min(t) FROM (
