@@ -116,6 +116,13 @@ class Engine(Protocol):
     async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
         """Insert one row per payload in one transaction, then wake the queue's channel."""
 
+    async def enqueue_debounced(
+        self, queue: str, payload: bytes, key: str, push: bool, stamps: Stamps
+    ) -> Enqueued:
+        """Insert a job holding debounce ``key``, or, if a pending job holds it, replace
+        that job's payload (and with ``push`` its run_at, from the stamps), atomically
+        against a claim; ``Enqueued(id, replaced)``. Wake the queue."""
+
     async def enqueue_keyed(
         self,
         queue: str,

@@ -85,6 +85,9 @@ async def _fill(store: alkstore.Store) -> dict[str, int]:
     await fair.set_fair(weights={"t1": 2.5})
     await fair.set_aging(30.0)
     ids["fair"] = await fair.enqueue({"n": "fair"}, alkstore.EnqueueOpts(partition_key="t1"))
+    ids["debounced"] = await fair.enqueue(
+        {"n": "debounced"}, alkstore.EnqueueOpts(debounce_key="d1", debounce_s=600)
+    )
     admin = store.admin()
     await admin.mark_schedule("nightly", 1_700_000_000.5, ids["delayed"])
     await admin.record_outcomes([("mail", "success", 3), ("mail", "dead", 1)])

@@ -81,6 +81,18 @@ class PostgresEngine(PostgresFlowControl):
             self.send_wake(queue)
         return ids
 
+    async def enqueue_debounced(
+        self, queue: str, payload: bytes, key: str, push: bool, stamps: Stamps
+    ) -> Enqueued:
+        params = self.timed(insert_params(queue, [payload], stamps))
+        del params["payloads"]
+        params.update(payload=payload, key=key, push=push)
+        name = "insert_debounced" if stamps.partition_key is None else "insert_debounced_fair"
+        row = await self._fetchone(name, params)
+        assert row is not None
+        self.send_wake(queue)
+        return Enqueued(int(row[0]), bool(row[1]))
+
     async def enqueue_keyed(
         self,
         queue: str,

@@ -31,7 +31,7 @@ from alkstore.core.tables import COPIED_TABLES
 from alkstore.core.tables import table as copied_table
 from alkstore.engine import NoteSink
 from alkstore.engines.sqlite.flowcontrol import SqliteFlowControl, claim_steps
-from alkstore.engines.sqlite.inserts import insert_jobs, insert_keyed
+from alkstore.engines.sqlite.inserts import insert_debounced, insert_jobs, insert_keyed
 from alkstore.engines.sqlite.listener import Listener, listen_locally
 from alkstore.engines.sqlite.migrator import QUERIES as Q
 from alkstore.engines.sqlite.transaction import SqliteTransaction
@@ -63,6 +63,24 @@ class SqliteEngine(SqliteFlowControl):
 
     async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
         return await self._write_call(self._enqueue_unit, queue, payloads, stamps)
+
+    def _debounced_unit(
+        self,
+        conn: sqlite3.Connection,
+        queue: str,
+        payload: bytes,
+        key: str,
+        push: bool,
+        stamps: Stamps,
+    ) -> Enqueued:
+        result = insert_debounced(conn, queue, payload, key, push, stamps, self._clock())
+        self.write_note(conn, queue, "")
+        return result
+
+    async def enqueue_debounced(
+        self, queue: str, payload: bytes, key: str, push: bool, stamps: Stamps
+    ) -> Enqueued:
+        return await self._write_call(self._debounced_unit, queue, payload, key, push, stamps)
 
     def _enqueue_keyed_unit(
         self,

@@ -18,7 +18,7 @@ from alkstore.core.options import Stamps
 from alkstore.core.steps import Rows, run_steps_sync
 from alkstore.engines.sqlite.migrator import QUERIES as Q
 
-__all__ = ["insert_jobs", "insert_keyed", "stamp_columns", "touch_fair"]
+__all__ = ["insert_debounced", "insert_jobs", "insert_keyed", "stamp_columns", "touch_fair"]
 
 
 def stamp_columns(stamps: Stamps, now: float) -> tuple[Any, ...]:
@@ -56,6 +56,29 @@ def insert_jobs(
     # triggers, so the rows of this executemany got consecutive ids.
     last = conn.execute(Q["last_id"]).fetchone()[0]
     return list(range(last - len(payloads) + 1, last + 1))
+
+
+def insert_debounced(
+    conn: sqlite3.Connection,
+    queue: str,
+    payload: bytes,
+    key: str,
+    push: bool,
+    stamps: Stamps,
+    now: float,
+) -> Enqueued:
+    """The pending job of debounce ``key`` gets ``payload`` (and with ``push`` the new
+    run_at), or a new one holds the key. The single writer makes the look-up and
+    the write one step: no claim can come between them."""
+    rest = stamp_columns(stamps, now)
+    found = conn.execute(Q["debounce_pending"], {"queue": queue, "key": key}).fetchone()
+    if found is not None:
+        params = {"id": found[0], "payload": payload, "run_at": rest[1] if push else None}
+        conn.execute(Q["debounce_replace"], params)
+        return Enqueued(int(found[0]), True)
+    touch_fair(conn, queue, stamps)
+    cur = conn.execute(Q["insert_debounced"], (queue, payload, *rest, key))
+    return Enqueued(cur.lastrowid or 0, False)
 
 
 def insert_keyed(

@@ -134,6 +134,64 @@ WITH inserted AS (
 )
 SELECT id, dedupe_key FROM inserted;
 
+-- name: insert_debounced
+-- One pending job per debounce key (alk_jobs_debounce, over pending rows only):
+-- a new key inserts; a key a pending job holds replaces that job's payload and,
+-- with :debounce, pushes its run_at to now + :debounce. A job claimed meanwhile
+-- is not changed: the upsert waits for the claim's row lock, finds the row no
+-- longer pending (out of the index) and inserts the next job instead.
+-- RETURNING says which (xmax is set on a row this statement updated).
+WITH upserted AS (
+    INSERT INTO {schema}.alk_jobs AS j (queue, payload, priority, run_at, created_at,
+                                        max_attempts, visibility_timeout_s, retry_base_s,
+                                        expires_at, partition_key, debounce_key)
+    VALUES (%(queue)s::text, %(payload)b::bytea, %(priority)s::integer,
+            COALESCE(%(run_at)s::timestamptz, {now} + make_interval(secs => %(delay)s::float8)),
+            {now}, %(max_attempts)s::integer, %(visibility)s::float8, %(retry_base)s::float8,
+            {now} + make_interval(secs => %(expires_in)s::float8), %(partition_key)s::text,
+            %(key)s::text)
+    ON CONFLICT (queue, debounce_key) WHERE state = 'pending' AND debounce_key IS NOT NULL
+    DO UPDATE SET payload = excluded.payload,
+                  run_at = CASE WHEN %(push)s THEN excluded.run_at ELSE j.run_at END
+    RETURNING j.id, j.xmax <> 0 AS replaced
+)
+SELECT id, replaced FROM upserted;
+
+-- name: insert_debounced_fair
+-- insert_debounced of a partition key, keeping a fair queue's key cursor.
+-- One pending job per debounce key (alk_jobs_debounce, over pending rows only):
+-- a new key inserts; a key a pending job holds replaces that job's payload and,
+-- with :debounce, pushes its run_at to now + :debounce. A job claimed meanwhile
+-- is not changed: the upsert waits for the claim's row lock, finds the row no
+-- longer pending (out of the index) and inserts the next job instead.
+-- RETURNING says which (xmax is set on a row this statement updated).
+WITH upserted AS (
+    INSERT INTO {schema}.alk_jobs AS j (queue, payload, priority, run_at, created_at,
+                                        max_attempts, visibility_timeout_s, retry_base_s,
+                                        expires_at, partition_key, debounce_key)
+    VALUES (%(queue)s::text, %(payload)b::bytea, %(priority)s::integer,
+            COALESCE(%(run_at)s::timestamptz, {now} + make_interval(secs => %(delay)s::float8)),
+            {now}, %(max_attempts)s::integer, %(visibility)s::float8, %(retry_base)s::float8,
+            {now} + make_interval(secs => %(expires_in)s::float8), %(partition_key)s::text,
+            %(key)s::text)
+    ON CONFLICT (queue, debounce_key) WHERE state = 'pending' AND debounce_key IS NOT NULL
+    DO UPDATE SET payload = excluded.payload,
+                  run_at = CASE WHEN %(push)s THEN excluded.run_at ELSE j.run_at END
+    RETURNING j.id, j.xmax <> 0 AS replaced
+), touched AS (
+    -- a fair queue's key cursor for this batch's partition key (core/fair.py): a
+    -- new key starts at the queue's smallest vtime. DO UPDATE (a no-op) takes the
+    -- cursor's row lock, so a claim dropping the cursor as empty at this moment is
+    -- waited for, and the cursor is inserted again after it.
+    INSERT INTO {schema}.alk_fair AS c (queue, partition_key, vtime)
+    SELECT %(queue)s::text, %(partition_key)s::text,
+           COALESCE((SELECT min(vtime) FROM {schema}.alk_fair WHERE queue = %(queue)s), 0)
+    WHERE %(partition_key)s::text IS NOT NULL
+      AND EXISTS (SELECT 1 FROM {schema}.alk_queues WHERE queue = %(queue)s AND fair)
+    ON CONFLICT (queue, partition_key) DO UPDATE SET vtime = c.vtime WHERE false
+)
+SELECT id, replaced FROM upserted;
+
 -- name: live_keys
 SELECT dedupe_key, id FROM {schema}.alk_jobs
 WHERE queue = %(queue)s AND dedupe_key = ANY(%(keys)s::text[]);
@@ -533,7 +591,8 @@ SELECT id, queue, state, NULL, last_error, attempts, NULL FROM {schema}.alk_jobs
 WHERE (%(queue)s::text IS NULL OR queue = %(queue)s::text) AND id = ANY(%(ids)s::bigint[]);
 
 -- name: retry
--- Fenced: back to pending at now() + :delay with the caller's error; claimant cleared.
+-- Fenced: back to pending at now() + :delay with the caller's error; claimant
+-- cleared. A claimed job has left its debounce key (a newer pending job may hold it).
 WITH fenced AS MATERIALIZED (
     SELECT id FROM {schema}.alk_jobs
     WHERE id = %(id)s AND queue = %(queue)s AND (state || '') = 'processing'
@@ -542,12 +601,14 @@ WITH fenced AS MATERIALIZED (
 )
 UPDATE {schema}.alk_jobs AS j
 SET state = 'pending', run_at = {now} + make_interval(secs => %(delay)s::float8),
-    last_error = %(error)s::text, worker_id = NULL, claim_expires_at = NULL
+    last_error = %(error)s::text, worker_id = NULL, claim_expires_at = NULL,
+    debounce_key = NULL
 FROM fenced WHERE j.id = fenced.id;
 
 -- name: release
 -- Fenced give-back with this attempt uncounted: a claim that never ran keeps
--- its place in line (:delay NULL), a snooze is due after :delay; last_error kept.
+-- its place in line (:delay NULL), a snooze is due after :delay; last_error
+-- kept; its debounce key dropped (as in retry).
 WITH fenced AS MATERIALIZED (
     SELECT id FROM {schema}.alk_jobs
     WHERE id = %(id)s AND queue = %(queue)s AND (state || '') = 'processing'
@@ -557,7 +618,7 @@ WITH fenced AS MATERIALIZED (
 UPDATE {schema}.alk_jobs AS j
 SET state = 'pending', attempts = j.attempts - 1,
     run_at = COALESCE({now} + make_interval(secs => %(delay)s::float8), j.run_at),
-    worker_id = NULL, claim_expires_at = NULL
+    worker_id = NULL, claim_expires_at = NULL, debounce_key = NULL
 FROM fenced WHERE j.id = fenced.id;
 
 -- name: dead_letter

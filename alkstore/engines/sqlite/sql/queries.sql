@@ -19,6 +19,21 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (queue, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
 RETURNING id, dedupe_key;
 
+-- name: debounce_pending
+-- The pending job holding a debounce key, if any (the single writer makes the
+-- look-up and the write that follows one step).
+SELECT id FROM alk_jobs INDEXED BY alk_jobs_debounce
+WHERE queue = :queue AND debounce_key = :key AND state = 'pending';
+
+-- name: debounce_replace
+-- Latest wins: the pending job's payload, and with a debounce its run_at pushed.
+UPDATE alk_jobs SET payload = :payload, run_at = COALESCE(:run_at, run_at) WHERE id = :id;
+
+-- name: insert_debounced
+INSERT INTO alk_jobs (queue, payload, priority, run_at, created_at, max_attempts,
+                      visibility_timeout_s, retry_base_s, expires_at, partition_key, debounce_key)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
 -- name: live_key
 SELECT dedupe_key, id FROM alk_jobs WHERE queue = ? AND dedupe_key = ?;
 
@@ -274,9 +289,10 @@ RETURNING id, attempts, queue;
 
 -- name: retry
 -- Fenced: back to pending at :run_at with the caller's error; claimant cleared.
+-- A claimed job has left its debounce key (a newer pending job may hold it).
 UPDATE alk_jobs
 SET state = 'pending', run_at = :run_at, last_error = :error,
-    worker_id = NULL, claim_expires_at = NULL
+    worker_id = NULL, claim_expires_at = NULL, debounce_key = NULL
 WHERE id = :id AND queue = :queue AND state = 'processing' AND attempts = :attempts
   AND claim_expires_at >= :now;
 
@@ -285,7 +301,7 @@ WHERE id = :id AND queue = :queue AND state = 'processing' AND attempts = :attem
 -- its place in line (:run_at NULL), a snooze is due at :run_at; last_error kept.
 UPDATE alk_jobs
 SET state = 'pending', attempts = attempts - 1, run_at = COALESCE(:run_at, run_at),
-    worker_id = NULL, claim_expires_at = NULL
+    worker_id = NULL, claim_expires_at = NULL, debounce_key = NULL
 WHERE id = :id AND queue = :queue AND state = 'processing' AND attempts = :attempts
   AND claim_expires_at >= :now;
 
