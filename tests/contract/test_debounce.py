@@ -122,7 +122,7 @@ async def test_debounce_is_refused_where_it_cannot_hold(store: alkstore.Store, q
     q = store.queue(qname)
     with pytest.raises(alkstore.InvalidArgumentError, match="not in a batch"):
         await q.enqueue_many(["a", "b"], _opts())
-    with pytest.raises(alkstore.InvalidArgumentError, match="inside store.transaction"):
+    with pytest.raises(alkstore.InvalidArgumentError, match=r"inside store\.transaction"):
         async with store.transaction() as tx:
             await tx.queue(qname).enqueue("a", _opts())
     assert await q.claim_one("w") is None

@@ -24,7 +24,9 @@ async def _fill(q: alkstore.Queue, counts: dict[str, int]) -> dict[int, str]:
     return keys
 
 
-async def _claim_keys(q: alkstore.Queue, keys: dict[int, str], claims: int, n: int = 1) -> list[str]:
+async def _claim_keys(
+    q: alkstore.Queue, keys: dict[int, str], claims: int, n: int = 1
+) -> list[str]:
     """The keys of the jobs ``claims`` claims of ``n`` take, in claim order (acked at once)."""
     order: list[str] = []
     for _ in range(claims):
