@@ -8,6 +8,9 @@ from typing import Any
 import click
 
 from alkstore.cli.commands import BadInput, _open, _out, _run, _store_options, queues
+from alkstore.core.fair import check_weights
+from alkstore.core.options import check_positive
+from alkstore.errors import InvalidArgumentError
 
 __all__ = ["queues_aging", "queues_fair"]
 
@@ -24,7 +27,10 @@ def _weights(pairs: tuple[str, ...]) -> dict[str, float] | None:
             weights[key] = float("nan")
         if not sep or weights[key] != weights[key]:
             raise BadInput(f"invalid --weight {pair!r}: use KEY=WEIGHT, e.g. --weight acme=3")
-    return weights
+    try:  # checked before the store is opened
+        return check_weights(weights)
+    except InvalidArgumentError as e:
+        raise BadInput(str(e)) from None
 
 
 def _describe(fair: bool, weights: dict[str, float]) -> str:
@@ -90,6 +96,10 @@ def queues_aging(
             raise BadInput(
                 f"invalid SECONDS {seconds!r}: a number of seconds > 0, or off"
             ) from None
+        try:
+            check_positive("aging_s", aging)
+        except InvalidArgumentError as e:
+            raise BadInput(str(e)) from None
 
     async def go() -> None:
         async with await _open(ctx, url, schema) as store:
