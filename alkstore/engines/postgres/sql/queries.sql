@@ -307,13 +307,6 @@ SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_perio
 FROM {schema}.alk_queues WHERE queue = %(queue)s
 FOR UPDATE;
 
--- name: read_settings
--- The claim of a fair queue without limits, step 1: the settings row, not
--- locked (its claims serialise per key cursor, not per queue).
-SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat,
-       fair, aging_s, EXTRACT(EPOCH FROM {now})::float8
-FROM {schema}.alk_queues WHERE queue = %(queue)s;
-
 -- name: count_running
 -- Unexpired claims of a queue (a lapsed claim no longer holds a slot).
 SELECT count(*) FROM {schema}.alk_jobs
