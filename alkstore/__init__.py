@@ -5,6 +5,8 @@
 ...     await store.queue("emails").enqueue({"to": "a@example.com"})
 """
 
+from importlib import metadata as _metadata
+
 from alkstore.app import App
 from alkstore.connect import connect
 from alkstore.core.dedupe import Enqueued
@@ -21,16 +23,23 @@ from alkstore.errors import (
     InvalidNameError,
     JobDeadError,
     PayloadError,
+    PayloadTooLargeError,
     ResultTimeoutError,
     ResultUnavailableError,
     StoreClosedError,
 )
 from alkstore.store import JobHandle, Queue, Store, Transaction, TxQueue
 from alkstore.subscription import Subscription
-from alkstore.tasks import Deferred, Fail, Snooze, Task, TaskCall
+from alkstore.tasks import Deferred, Fail, Snooze, SyncDeferred, Task, TaskCall
 from alkstore.worker.context import current_job
 
+try:
+    __version__: str = _metadata.version("alkstore")
+except _metadata.PackageNotFoundError:  # run from a source tree that is not installed
+    __version__ = "0+unknown"
+
 __all__ = [
+    "__version__",
     # opening a store
     "connect",
     "Store",
@@ -52,6 +61,7 @@ __all__ = [
     "Task",
     "TaskCall",
     "Deferred",
+    "SyncDeferred",
     "Fail",
     "Snooze",
     "current_job",
@@ -65,6 +75,7 @@ __all__ = [
     "InvalidNameError",
     "InvalidArgumentError",
     "PayloadError",
+    "PayloadTooLargeError",
     "StoreClosedError",
     "HandleConsumedError",
     "JobDeadError",

@@ -10,6 +10,11 @@ closed store ends it (:class:`StoreClosedError` reaches the caller).
 
 ``idle`` is set while the loop waits with nothing to claim: a readiness
 signal for tests and embedders ("the consumer is now waiting").
+
+``ahead`` holds what ``Queue.jobs()`` claimed in a batch and has not handed out
+yet; when the iterator is left (``break``, ``aclose()``, garbage collection) or
+its store closes, :meth:`ClaimLoop.give_back` releases them: pending again, the
+attempt uncounted (as the worker gives back its claim-ahead buffer at drain).
 """
 
 from __future__ import annotations
@@ -17,13 +22,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from alkstore.errors import AlkstoreError, StoreClosedError
 
 if TYPE_CHECKING:
-    from alkstore.store import Queue
+    from alkstore.store import JobHandle, Queue
     from alkstore.subscription import Subscription
 
 __all__ = ["BACKOFF_MAX_S", "ClaimLoop", "backoff_s"]
@@ -59,6 +65,25 @@ class ClaimLoop:
         self.idle = asyncio.Event()
         self._hold_s: float | None = None  # a rate limit's next slot, from the last claims
         self._pause = pause or self._pause_unless_closed
+        self.ahead: deque[JobHandle] = deque()  # claimed, not yet handed out
+
+    async def give_back(self) -> int:
+        """Release every claimed job not yet handed out (pending again at its place in
+        line, the attempt uncounted); how many were released. One that cannot be (the
+        database away) is reclaimed when its claim lapses."""
+        handles = list(self.ahead)
+        self.ahead.clear()
+        if not handles:
+            return 0
+        results = await asyncio.gather(*(h.release() for h in handles), return_exceptions=True)
+        released = sum(1 for result in results if result is True)
+        if released < len(handles):
+            log.warning(
+                "%d claimed job(s) not handed out could not be released; they are "
+                "reclaimed when their claim lapses",
+                len(handles) - released,
+            )
+        return released
 
     async def attempt(self, op: Callable[..., Awaitable[T]], *args: Any) -> T | None:
         """Run one claim step: its result, or ``None`` after it failed and the loop backed off.

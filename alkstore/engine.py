@@ -150,6 +150,17 @@ class Engine(Protocol):
         """Delete each fenced ``(queue, job_id, attempts)`` row in one transaction;
         return the ``(job_id, attempts)`` pairs that were deleted."""
 
+    async def ack_receipted(
+        self, items: Sequence[tuple[str, int, int]], owner: str, token: str
+    ) -> set[tuple[int, int]]:
+        """``ack_many`` that also writes ``owner``'s receipt in the same transaction
+        (docs/contract.md, "Ack receipts"): batch ``token`` and the ids not deleted. A
+        retry with the same token answers for every attempt of the batch: the pairs
+        that this call or an earlier committed one with ``token`` deleted."""
+
+    async def drop_ack_receipts(self, owner: str, older_s: float) -> None:
+        """Delete ``owner``'s receipt and every receipt older than ``older_s`` seconds."""
+
     async def ack_result(
         self, queue: str, job_id: int, attempts: int, value: str, keep_s: float
     ) -> bool:

@@ -16,6 +16,7 @@ __all__ = [
     "InvalidNameError",
     "JobDeadError",
     "PayloadError",
+    "PayloadTooLargeError",
     "ResultTimeoutError",
     "ResultUnavailableError",
     "StoreClosedError",
@@ -39,6 +40,19 @@ class InvalidArgumentError(AlkstoreError, ValueError):
 
 class PayloadError(AlkstoreError):
     """A payload (or notification payload) cannot be encoded."""
+
+
+class PayloadTooLargeError(PayloadError):
+    """A payload or result is larger than the store's ``max_payload_bytes``; nothing
+    was written. ``size`` and ``limit`` are in bytes."""
+
+    def __init__(self, what: str, size: int, limit: int) -> None:
+        super().__init__(
+            f"{what} of {size:,} bytes is larger than the store's limit of {limit:,} bytes "
+            "(max_payload_bytes): store large data elsewhere and enqueue a reference to it"
+        )
+        self.size = size
+        self.limit = limit
 
 
 class StoreClosedError(AlkstoreError):

@@ -35,7 +35,12 @@ from alkstore.core.options import (
     describe,
     resolve,
 )
-from alkstore.core.payload import encode_notify_payload, encode_payload
+from alkstore.core.payload import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    check_size,
+    encode_notify_payload,
+    encode_payload,
+)
 from alkstore.core.results import RESULTS_CHANNEL, JobOutcome, encode_result
 from alkstore.engine import Engine, EngineTransaction, SupportsOutbox
 from alkstore.errors import (
@@ -112,8 +117,13 @@ def _items(what: str, values: object) -> list[Any]:
     raise InvalidArgumentError(f"{what} takes a list, got {describe(values)}")
 
 
-def _encode_many(payloads: Iterable[object]) -> list[bytes]:
-    return [p if type(p) is bytes else encode_payload(p) for p in _items("enqueue_many", payloads)]
+def _encode_many(payloads: Iterable[object], limit: int | None) -> list[bytes]:
+    """Each payload encoded, and checked against the store's size limit (before any write)."""
+    data = [p if type(p) is bytes else encode_payload(p) for p in _items("enqueue_many", payloads)]
+    if limit is not None:
+        for item in data:
+            check_size("payload", len(item), limit)
+    return data
 
 
 def engine_of(store: Store) -> Engine:
@@ -142,9 +152,12 @@ class Store:
     ...     await emails.enqueue({"to": "a@example.com"})
     """
 
-    def __init__(self, engine: Engine, url: str) -> None:
+    def __init__(
+        self, engine: Engine, url: str, *, max_payload_bytes: int | None = DEFAULT_MAX_PAYLOAD_BYTES
+    ) -> None:
         self._engine = engine
         self.url = url
+        self.max_payload_bytes = max_payload_bytes  # a job payload or kept result, at most
         self._hub = ListenerHub(engine)
         self._acks = AckGroup(engine)
         self._loops: weakref.WeakSet[ClaimLoop] = weakref.WeakSet()  # running claim loops
@@ -193,6 +206,26 @@ class Store:
             handle._consumed = True
         return [(item[1], item[2]) in acked for item in items]
 
+    async def _ack_receipted(
+        self, handles: Sequence[JobHandle], owner: str, token: str
+    ) -> list[bool]:
+        """:meth:`ack_many` with ``owner``'s receipt (the worker's ack batches; see
+        docs/contract.md, "Ack receipts"). Called again with the same ``token`` after
+        a failure, it answers for the batch: ``True`` for each claim that call or an
+        earlier one of the batch acked, proven by the receipt, never by a gone row."""
+        engine = engine_of(self)
+        items = [(h._queue.name, h.job.id, h.job.attempts) for h in handles]
+        if len({item[1] for item in items}) < len(items):
+            raise InvalidArgumentError("an ack batch got the same job twice")
+        acked = await engine.ack_receipted(items, owner, token)
+        for handle in handles:
+            handle._consumed = True
+        return [(item[1], item[2]) in acked for item in items]
+
+    async def _drop_ack_receipts(self, owner: str, older_s: float) -> None:
+        """Delete ``owner``'s ack receipt and every one older than ``older_s`` seconds."""
+        await engine_of(self).drop_ack_receipts(owner, older_s)
+
     def transaction(self) -> Transaction:
         """``async with store.transaction() as tx:`` commits on exit, rolls back on error."""
         engine_of(self)
@@ -238,6 +271,10 @@ class Store:
         """Close the store; idempotent. Every later operation raises StoreClosedError."""
         if self._closed:
             return
+        if not self._forked:
+            for loop in list(self._loops):  # jobs() iterators left open: give back
+                with contextlib.suppress(AlkstoreError):
+                    await loop.give_back()
         self._closed = True
         self._hub.close()
         if not self._forked:
@@ -314,6 +351,9 @@ class _Enqueuing:
     def _writer(self) -> Engine | EngineTransaction:
         raise NotImplementedError
 
+    def _limit(self) -> int | None:
+        raise NotImplementedError
+
     def _resolve(self, opts: EnqueueOpts | None) -> Stamps:
         return self._stamps if opts is None else resolve(self.opts, opts)
 
@@ -332,6 +372,7 @@ class _Enqueuing:
         writer = self._writer()
         stamps = self._resolve(opts)
         data = payload if type(payload) is bytes else encode_payload(payload)
+        check_size("payload", len(data), self._limit())
         ids = await writer.enqueue(self.name, (data,), stamps)
         return ids[0]
 
@@ -378,7 +419,7 @@ class _Enqueuing:
             return [item.id for item in got]
         writer = self._writer()
         stamps = self._resolve(opts)
-        data = _encode_many(payloads)
+        data = _encode_many(payloads, self._limit())
         if not data:
             return []
         return await writer.enqueue(self.name, data, stamps)
@@ -398,7 +439,7 @@ class _Enqueuing:
             )
         writer = self._writer()
         stamps = self._resolve(opts)
-        data = _encode_many(payloads)
+        data = _encode_many(payloads, self._limit())
         keys = _dedupe_keys(len(data), opts, dedupe_keys)
         if not data:
             return []
@@ -415,6 +456,9 @@ class Queue(_Enqueuing):
     def __init__(self, store: Store, name: str, opts: QueueOpts) -> None:
         super().__init__(name, opts)
         self._store = store
+
+    def _limit(self) -> int | None:
+        return self._store.max_payload_bytes
 
     def _writer(self) -> Engine | EngineTransaction:
         engine = engine_of(self._store)
@@ -433,7 +477,7 @@ class Queue(_Enqueuing):
             raise InvalidArgumentError(
                 f"enqueue_on needs the PostgreSQL engine; this store is {engine.name}"
             )
-        return engine, _encode_many(payloads), self._resolve(opts)
+        return engine, _encode_many(payloads, self._limit()), self._resolve(opts)
 
     async def enqueue_unique_on(
         self, conn: Any, payload: object, opts: EnqueueOpts | None = None
@@ -674,6 +718,10 @@ class Queue(_Enqueuing):
         ``poll_interval_s`` (covering a lost wake) and wakes itself when the
         earliest delayed job becomes due or a claim lapses. A failed claim (the
         database away) backs off and claims again; it never ends the loop.
+
+        Leaving the loop early (``break``, ``aclose()``, the iterator collected, the
+        store closed) releases the jobs of the last batch not yet handed out:
+        pending again, their attempt uncounted.
         """
         engine_of(self._store)
         check_worker_id(worker_id)
@@ -690,14 +738,17 @@ class Queue(_Enqueuing):
                         continue  # failed and backed off: claim again
                     handles, hold = claimed
                     loop.held(hold)
-                    for handle in handles:
-                        yield handle
+                    loop.ahead.extend(handles)
+                    while loop.ahead:
+                        yield loop.ahead.popleft()
                     if len(handles) < batch:
                         await loop.wait_for_work()
             except StoreClosedError:
                 return  # closed while claiming: the loop ends quietly
             finally:
                 self._store._loops.discard(loop)
+                if loop.ahead and not self._store._closed:
+                    await loop.give_back()  # left early: what was never handed out
 
     def __repr__(self) -> str:
         return f"<alkstore.Queue {describe(self.name)}>"
@@ -749,6 +800,9 @@ class JobHandle:
         engine = self._start()
         keep = check_positive("keep_s", keep_s)
         text = encode_result(value)
+        limit = self._queue._store.max_payload_bytes
+        if limit is not None and len(text) > limit // 4:  # under a quarter: fits as UTF-8
+            check_size("result", len(text.encode()), limit)
         job = self.job
         done = await engine.ack_result(self._queue.name, job.id, job.attempts, text, keep)
         self._consumed = True
@@ -896,6 +950,9 @@ class TxQueue(_Enqueuing):
     def __init__(self, tx: Transaction, name: str, opts: QueueOpts) -> None:
         super().__init__(name, opts)
         self._tx = tx
+
+    def _limit(self) -> int | None:
+        return self._tx._store.max_payload_bytes
 
     def _writer(self) -> EngineTransaction:
         return self._tx._open()

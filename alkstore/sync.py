@@ -28,6 +28,7 @@ from alkstore.core.dedupe import Enqueued
 from alkstore.core.flow import QueueSettings, Rate
 from alkstore.core.job import Job, Notification, Row, SweepResult
 from alkstore.core.options import EnqueueOpts, QueueOpts
+from alkstore.core.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from alkstore.core.results import JobOutcome
 from alkstore.errors import StoreClosedError
 
@@ -110,11 +111,18 @@ class _Runner:
         self.loop.close()
 
 
-def connect(url: str | None = None, *, schema: str = "alkstore", **options: Any) -> Store:
+def connect(
+    url: str | None = None,
+    *,
+    schema: str = "alkstore",
+    max_payload_bytes: int | None = DEFAULT_MAX_PAYLOAD_BYTES,
+    **options: Any,
+) -> Store:
     """Open a store (blocking); the same arguments as :func:`alkstore.connect`."""
     runner = _Runner()
     try:
-        astore = runner.run(_aconnect(url, schema=schema, **options))
+        limit = max_payload_bytes
+        astore = runner.run(_aconnect(url, schema=schema, max_payload_bytes=limit, **options))
     except BaseException:
         runner.stop()
         raise
@@ -128,6 +136,7 @@ class Store:
         self._async = astore
         self._runner = runner
         self.url = astore.url
+        self.max_payload_bytes = astore.max_payload_bytes
 
     @property
     def engine_name(self) -> str:

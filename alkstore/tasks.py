@@ -17,7 +17,7 @@ import inspect
 import json
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Self, TypeVar
 
 from alkstore.core.dedupe import Enqueued
 from alkstore.core.options import EnqueueOpts, QueueOpts, check_non_negative, describe
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Deferred",
+    "SyncDeferred",
     "Fail",
     "Snooze",
     "Task",
@@ -160,19 +161,13 @@ class _KeywordPlan:
         return dict(arguments)
 
 
-class Deferred(int):
-    """The id of a deferred job (it *is* that ``int``), plus what the defer learnt.
-
-    ``duplicate`` says a live job (or the window) already held the call's dedupe
-    key, so nothing was written and this is that job's id. ``await
-    call.result(timeout_s=10)`` waits for the return value of a task registered
-    with ``keep_result_s``.
-    """
+class _Call(int):
+    """A deferred job's id (it *is* that ``int``), plus what the defer learnt."""
 
     duplicate: bool
     task: Task[Any, Any]
 
-    def __new__(cls, job_id: int, task: Task[Any, Any], duplicate: bool = False) -> Deferred:
+    def __new__(cls, job_id: int, task: Task[Any, Any], duplicate: bool = False) -> Self:
         obj = super().__new__(cls, job_id)
         obj.task = task
         obj.duplicate = duplicate
@@ -191,6 +186,23 @@ class Deferred(int):
             )
         return task
 
+    def __str__(self) -> str:
+        return int.__repr__(self)  # str(call) is the id, as for an int
+
+    def __repr__(self) -> str:
+        kind = type(self).__name__
+        return f"{kind}({int(self)}, task={self.task.name!r}, duplicate={self.duplicate})"
+
+
+class Deferred(_Call):
+    """The id of a deferred job (it *is* that ``int``), plus what the defer learnt.
+
+    ``duplicate`` says a live job (or the window) already held the call's dedupe
+    key, so nothing was written and this is that job's id. ``await
+    call.result(timeout_s=10)`` waits for the return value of a task registered
+    with ``keep_result_s``.
+    """
+
     async def result(self, timeout_s: float = 10.0) -> Any:
         """The task's return value: waits until the job succeeds; ``JobDeadError`` (with
         the last error) if it died, ``ResultTimeoutError`` after ``timeout_s``."""
@@ -198,11 +210,19 @@ class Deferred(int):
         store = await task.app.connect()
         return await store.queue(task.queue, task.opts).result(int(self), timeout_s)
 
-    def __str__(self) -> str:
-        return int.__repr__(self)  # str(call) is the id, as for an int
 
-    def __repr__(self) -> str:
-        return f"Deferred({int(self)}, task={self.task.name!r}, duplicate={self.duplicate})"
+class SyncDeferred(_Call):
+    """What ``defer_sync`` returns: a :class:`Deferred` whose ``result`` blocks.
+
+    The job id (an ``int``), ``duplicate``, and ``call.result(timeout_s=10)``,
+    which blocks (through the app's sync store) until the job succeeds.
+    """
+
+    def result(self, timeout_s: float = 10.0) -> Any:
+        """The task's return value, blocking; the same errors as :meth:`Deferred.result`."""
+        task = self._check()
+        queue = task.app.sync_store().queue(task.queue, task.opts)
+        return queue.result(int(self), timeout_s)
 
 
 def _deferred(task: Task[Any, Any], got: Enqueued) -> Deferred:
@@ -308,9 +328,9 @@ class Task(Generic[P, R]):
         """Enqueue one call inside ``tx`` (invisible until commit, gone on rollback)."""
         return await TaskCall(self, None).defer_in(tx, *args, **kwargs)
 
-    def defer_sync(self, *args: P.args, **kwargs: P.kwargs) -> int:
+    def defer_sync(self, *args: P.args, **kwargs: P.kwargs) -> SyncDeferred:
         """Enqueue one call, blocking (Flask, Django views, scripts, any thread); no event
-        loop needed from the caller."""
+        loop needed from the caller. Returns the job id (a :class:`SyncDeferred`)."""
         return TaskCall(self, None).defer_sync(*args, **kwargs)
 
     async def defer_many(self, calls: Iterable[Mapping[str, Any]]) -> list[int]:
@@ -364,11 +384,14 @@ class TaskCall(Generic[P, R]):
             got = await store.queue(task.queue, task.opts).enqueue_unique(payload, self.opts)
         return _deferred(task, got)
 
-    def defer_sync(self, *args: P.args, **kwargs: P.kwargs) -> int:
-        """Enqueue one call, blocking, through the app's :meth:`~alkstore.App.sync_store`."""
+    def defer_sync(self, *args: P.args, **kwargs: P.kwargs) -> SyncDeferred:
+        """Enqueue one call, blocking, through the app's :meth:`~alkstore.App.sync_store`;
+        the job id (a :class:`SyncDeferred`: ``.duplicate``, a blocking ``.result()``)."""
         task = self.task
         payload = task.payload(*args, **kwargs)
-        return task.app.sync_store().queue(task.queue, task.opts).enqueue(payload, self.opts)
+        queue = task.app.sync_store().queue(task.queue, task.opts)
+        got = queue.enqueue_unique(payload, self.opts)
+        return SyncDeferred(got.id, task, got.duplicate)
 
     async def defer_in(self, tx: Transaction, *args: P.args, **kwargs: P.kwargs) -> Deferred:
         """Enqueue one call inside the transaction ``tx``."""

@@ -25,15 +25,16 @@ import click
 
 from alkstore.admin import GONE_AFTER_S, JOB_STATES
 from alkstore.app import App
-from alkstore.cli import render
-from alkstore.cli.logs import LOG_FORMATS, setup_logging
+from alkstore.cli import render, worker_options
+from alkstore.cli.logs import setup_logging
+from alkstore.cli.store_path import absolute_url, missing_default_store
 from alkstore.connect import connect
 from alkstore.core.names import check_name
 from alkstore.core.options import EnqueueOpts, QueueOpts
 from alkstore.errors import AlkstoreError, InvalidArgumentError, InvalidNameError, PayloadError
 from alkstore.store import Store
 from alkstore.tasks import BadCall, decode_call
-from alkstore.worker.runtime import Worker, redact_url
+from alkstore.worker.runtime import Worker, catch_early_signals, redact_url
 
 __all__ = ["cli", "main"]
 
@@ -74,6 +75,19 @@ def _target(ctx: click.Context, url: str | None, schema: str | None) -> tuple[st
     url = url or group.get("url")
     schema = schema or group.get("schema") or os.environ.get("ALKSTORE_SCHEMA") or "alkstore"
     return url, schema
+
+
+def _bind_app(ctx: click.Context, app: App, url: str | None, schema: str | None) -> None:
+    """Point ``app`` at the command line's store, as every command taking MODULE:APP does:
+    ``--url`` (command, then group), else the app's own URL, else ``$ALKSTORE_URL``,
+    else the default; ``--schema``, else ``$ALKSTORE_SCHEMA``, else the app's schema."""
+    group = ctx.find_root().obj or {}
+    url = url or group.get("url")
+    schema = schema or group.get("schema") or os.environ.get("ALKSTORE_SCHEMA")
+    if url is not None:
+        app.url = url
+    if schema is not None:
+        app.schema = schema
 
 
 def _run(coro: Awaitable[T]) -> T:
@@ -215,8 +229,8 @@ def enqueue(
     if app_spec is not None:
         app = load_app(app_spec)
         stamps = _task_stamps(app, app_spec, queue, payload)
-        url = url or (ctx.find_root().obj or {}).get("url") or app.url
-        schema = schema or (ctx.find_root().obj or {}).get("schema") or app.schema
+        _bind_app(ctx, app, url, schema)
+        url, schema = app.url, app.schema
     elif (called := _called_task(payload)) is not None:
         click.echo(
             f"note: PAYLOAD calls task {called!r} but no --app is given, so queue "
@@ -232,6 +246,8 @@ def enqueue(
             raise BadInput(
                 f"invalid --run-at {run_at!r}: use ISO 8601, e.g. 2030-01-01T09:00Z"
             ) from None
+        if when.utcoffset() is None:
+            raise BadInput(f"invalid --run-at {run_at!r}: add a time zone, e.g. {run_at}Z")
 
     try:
         opts = EnqueueOpts(
@@ -324,109 +340,9 @@ def load_app(spec: str, *, show_traceback: bool = False) -> App:
     return app
 
 
-def _worker_option(*names: str, env: str, **kwargs: Any) -> Callable[[F], F]:
-    """A worker option settable by flag or by environment variable ``env``."""
-    return click.option(*names, envvar=env, show_envvar=True, **kwargs)
-
-
 @cli.command()
 @click.argument("app_spec", metavar="MODULE:APP")
-@_worker_option(
-    "--queue",
-    "-q",
-    env="ALKSTORE_WORKER_QUEUES",
-    multiple=True,
-    help="Queue to work (repeatable; the variable is space-separated) [every queue of the "
-    "app's tasks].",
-)
-@_worker_option(
-    "--concurrency",
-    "-c",
-    env="ALKSTORE_WORKER_CONCURRENCY",
-    type=click.IntRange(min=1),
-    default=8,
-    show_default=True,
-    help="Jobs run at once (sync tasks: threads).",
-)
-@_worker_option(
-    "--prefetch",
-    env="ALKSTORE_WORKER_PREFETCH",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Cap on jobs claimed ahead while handlers run [max(4×concurrency, 128)]; 0: none.",
-)
-@_worker_option(
-    "--grace",
-    env="ALKSTORE_WORKER_GRACE",
-    type=click.FloatRange(min=0),
-    default=30.0,
-    show_default=True,
-    help="Seconds running jobs get to finish after SIGTERM/SIGINT.",
-)
-@_worker_option(
-    "--poll-interval",
-    env="ALKSTORE_WORKER_POLL_INTERVAL",
-    type=click.FloatRange(min=0.001),
-    default=1.0,
-    show_default=True,
-    help="Seconds between re-polls covering a lost wake.",
-)
-@_worker_option(
-    "--sweep-interval",
-    env="ALKSTORE_WORKER_SWEEP_INTERVAL",
-    type=click.FloatRange(min=0.001),
-    default=60.0,
-    show_default=True,
-    help="Seconds between sweeps of expired jobs.",
-)
-@_worker_option(
-    "--dead-letter-retention",
-    env="ALKSTORE_WORKER_DEAD_LETTER_RETENTION",
-    type=click.FloatRange(min=0),
-    default=None,
-    help="Sweeps also purge dead jobs older than this many seconds [keep them].",
-)
-@_worker_option(
-    "--worker-id", env="ALKSTORE_WORKER_ID", default=None, help="Claimant name [host:pid:random]."
-)
-@_worker_option(
-    "--metrics-port",
-    env="ALKSTORE_WORKER_METRICS_PORT",
-    type=click.IntRange(0, 65535),
-    default=None,
-    help="Serve Prometheus metrics on this port (0: any free port; see the log).",
-)
-@_worker_option(
-    "--metrics-host",
-    env="ALKSTORE_WORKER_METRICS_HOST",
-    default="127.0.0.1",
-    show_default=True,
-    help="Address the metrics endpoint binds to.",
-)
-@_worker_option(
-    "--presence-interval",
-    env="ALKSTORE_WORKER_PRESENCE_INTERVAL",
-    type=click.FloatRange(min=0.01),
-    default=5.0,
-    show_default=True,
-    help="Seconds between refreshes of this worker's registry row, outcome counts and gauges.",
-)
-@_worker_option(
-    "--log-level",
-    env="ALKSTORE_WORKER_LOG_LEVEL",
-    type=click.Choice(["debug", "info", "warning", "error"]),
-    default="info",
-    show_default=True,
-    help="warning: only the non-success job lines.",
-)
-@_worker_option(
-    "--log-format",
-    env="ALKSTORE_WORKER_LOG_FORMAT",
-    type=click.Choice(LOG_FORMATS),
-    default="text",
-    show_default=True,
-    help="json: one object per line, a job outcome's fields at the top level.",
-)
+@worker_options.click_options
 @click.option(
     "--traceback",
     "show_traceback",
@@ -437,39 +353,27 @@ def _worker_option(*names: str, env: str, **kwargs: Any) -> Callable[[F], F]:
 @click.pass_context
 def worker(
     ctx: click.Context,
+    /,
     app_spec: str,
-    queue: tuple[str, ...],
-    concurrency: int,
-    prefetch: int | None,
-    grace: float,
-    poll_interval: float,
-    sweep_interval: float,
-    dead_letter_retention: float | None,
-    worker_id: str | None,
-    metrics_port: int | None,
-    metrics_host: str,
-    presence_interval: float,
-    log_level: str,
-    log_format: str,
     show_traceback: bool,
     url: str | None,
     schema: str | None,
+    **options: Any,
 ) -> None:
     """Run MODULE:APP's tasks until SIGTERM/SIGINT (a second signal stops at once).
 
     MODULE is a dotted module name (the current directory is importable) or a
     path to a .py file: alkstore worker ./shop.py:app.
     """
-    queues = queue
-    setup_logging(log_level, log_format)
+    catch_early_signals()  # a signal while starting is a clean stop, not a kill
+    queues: tuple[str, ...] = options["queue"]
+    setup_logging(options["log_level"], options["log_format"])
     app = load_app(app_spec, show_traceback=show_traceback)
-    group = ctx.find_root().obj or {}
-    url = url or group.get("url")
-    schema = schema or group.get("schema") or os.environ.get("ALKSTORE_SCHEMA")
-    if url is not None:  # else the app's own URL, else $ALKSTORE_URL, else the default
-        app.url = url
-    if schema is not None:
-        app.schema = schema
+    _bind_app(ctx, app, url, schema)
+    refused = missing_default_store(app.url)
+    if refused is not None:
+        raise Failed(refused)
+    app.url = absolute_url(app.url)  # logged at start as the file it is, wherever we run
     unknown = [q for q in queues if q not in app.queues]
     if unknown:
         logging.getLogger("alkstore.worker").warning(
@@ -482,19 +386,7 @@ def worker(
 
     async def go() -> int:
         try:
-            runner = app.worker(
-                list(queues) or None,
-                concurrency=concurrency,
-                prefetch=prefetch,
-                grace_s=grace,
-                poll_interval_s=poll_interval,
-                sweep_interval_s=sweep_interval,
-                worker_id=worker_id,
-                metrics_port=metrics_port,
-                metrics_host=metrics_host,
-                presence_interval_s=presence_interval,
-                dead_letter_retention_s=dead_letter_retention,
-            )
+            runner = app.worker(list(queues) or None, **worker_options.worker_kwargs(options))
             made.append(runner)
             return await runner.run()
         finally:
@@ -569,9 +461,10 @@ def schedules(ctx: click.Context, app_spec: str, url: str | None, schema: str | 
     if not app.schedules:
         _out().print(f"{app_spec} has no schedules")
         return
+    _bind_app(ctx, app, url, schema)  # the app's own URL, as the worker uses
 
     async def go() -> Any:
-        async with await _open(ctx, url, schema) as store:
+        async with await _open(ctx, app.url, app.schema) as store:
             return await store.admin().schedule_marks([s.name for s in app.schedules])
 
     marks = {name: (tick, job) for name, tick, job in _run(go())}
@@ -580,11 +473,17 @@ def schedules(ctx: click.Context, app_spec: str, url: str | None, schema: str | 
 
 @jobs.command("show")
 @click.argument("job_id", metavar="ID")
+@click.option("--full", is_flag=True, help="Print a long payload or result whole (not cut).")
 @_json_option
 @_store_options
 @click.pass_context
 def jobs_show(
-    ctx: click.Context, job_id: str, as_json: bool, url: str | None, schema: str | None
+    ctx: click.Context,
+    job_id: str,
+    full: bool,
+    as_json: bool,
+    url: str | None,
+    schema: str | None,
 ) -> None:
     """Every field of job ID, live or dead."""
     ident = _job_id(job_id)
@@ -599,12 +498,12 @@ def jobs_show(
         if as_json:
             render.print_json(render.job_json(job))
         else:
-            _out().print(render.job_detail(job))
+            _out().print(render.job_detail(job, full))
     elif outcome is not None:  # finished: only its kept result is left
         if as_json:
             render.print_json(render.outcome_json(outcome))
         else:
-            _out().print(render.outcome_detail(outcome))
+            _out().print(render.outcome_detail(outcome, full))
     else:
         raise Failed(f"no job {ident} (a finished job shows only while its result is kept)")
 
@@ -638,50 +537,79 @@ def jobs_outcomes(
 
 
 @jobs.command("cancel")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_ids", metavar="ID...", nargs=-1, required=True)
 @_store_options
 @click.pass_context
-def jobs_cancel(ctx: click.Context, job_id: str, url: str | None, schema: str | None) -> None:
-    """Delete live job ID (pending or processing; a running handler is stopped)."""
-    ident = _job_id(job_id)
+def jobs_cancel(
+    ctx: click.Context, job_ids: tuple[str, ...], url: str | None, schema: str | None
+) -> None:
+    """Delete each live job ID (pending or processing; a running handler is stopped)."""
 
-    async def go() -> str:
-        async with await _open(ctx, url, schema) as store:
-            job = await store.admin().find_job(ident)
-            if job is None:
-                raise Failed(f"no job {ident}")
-            if job.state == "dead":
-                raise Failed(f"job {ident} is dead, not live: nothing to cancel")
-            if not await store.queue(job.queue).cancel(ident):
-                raise Failed(f"job {ident} finished before it could be cancelled")
-            return job.queue
+    async def one(store: Store, ident: int) -> str:
+        job = await store.admin().find_job(ident)
+        if job is None:
+            raise Failed(f"no job {ident}")
+        if job.state == "dead":
+            raise Failed(f"job {ident} is dead, not live: nothing to cancel")
+        if not await store.queue(job.queue).cancel(ident):
+            raise Failed(f"job {ident} finished before it could be cancelled")
+        return f"cancelled job {ident} (queue {job.queue})"
 
-    queue = _run(go())
-    _out().print(f"cancelled job {ident} (queue {queue})")
+    _each_job(ctx, url, schema, job_ids, one)
 
 
 @jobs.command("requeue")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_ids", metavar="ID...", nargs=-1, required=True)
 @_store_options
 @click.pass_context
-def jobs_requeue(ctx: click.Context, job_id: str, url: str | None, schema: str | None) -> None:
-    """Move dead job ID back to pending, claimable now, with a fresh attempt budget."""
-    ident = _job_id(job_id)
+def jobs_requeue(
+    ctx: click.Context, job_ids: tuple[str, ...], url: str | None, schema: str | None
+) -> None:
+    """Move each dead job ID back to pending, claimable now, with a fresh attempt budget."""
 
-    async def go() -> Any:
+    async def one(store: Store, ident: int) -> str:
+        admin = store.admin()
+        if not await admin.requeue(ident):
+            job = await admin.find_job(ident)
+            if job is None:
+                raise Failed(f"no job {ident}")
+            raise Failed(f"job {ident} is {job.state}, not dead: nothing to requeue")
+        job = await admin.find_job(ident)
+        where = f"queue {job.queue}, " if job is not None else ""
+        budget = f"attempts 0/{job.max_attempts}" if job is not None else "attempts 0"
+        return f"requeued job {ident} ({where}pending, {budget})"
+
+    _each_job(ctx, url, schema, job_ids, one)
+
+
+def _each_job(
+    ctx: click.Context,
+    url: str | None,
+    schema: str | None,
+    job_ids: tuple[str, ...],
+    act: Callable[[Store, int], Awaitable[str]],
+) -> None:
+    """Run ``act`` on each job id in turn on one store; print what each did, then fail
+    (one line naming every job that could not be done) if any could not."""
+    idents = [_job_id(text) for text in job_ids]  # all checked before any is touched
+
+    async def go() -> list[tuple[str, bool]]:
         async with await _open(ctx, url, schema) as store:
-            admin = store.admin()
-            if not await admin.requeue(ident):
-                job = await admin.find_job(ident)
-                if job is None:
-                    raise Failed(f"no job {ident}")
-                raise Failed(f"job {ident} is {job.state}, not dead: nothing to requeue")
-            return await admin.find_job(ident)
+            done = []
+            for ident in idents:
+                try:
+                    done.append((await act(store, ident), True))
+                except Failed as e:
+                    done.append((e.message, False))
+            return done
 
-    job = _run(go())
-    where = f"queue {job.queue}, " if job is not None else ""
-    budget = f"attempts 0/{job.max_attempts}" if job is not None else "attempts 0"
-    _out().print(f"requeued job {ident} ({where}pending, {budget})")
+    done = _run(go())
+    for line, worked in done:
+        if worked:
+            _out().print(line)
+    errors = [line for line, worked in done if not worked]
+    if errors:
+        raise Failed("; ".join(errors))
 
 
 @cli.command()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import sys
@@ -111,16 +112,33 @@ def job_table(jobs: list[Job], title: str) -> Table:
     return table
 
 
-def job_detail(job: Job) -> Table:
-    """Every field of one job."""
+SHOWN_CHARS = 4000  # `jobs show` cuts a payload or result past this (--full: all of it)
+
+
+def _cut(text: str, full: bool) -> str:
+    if full or len(text) <= SHOWN_CHARS:
+        return text
+    return f"{text[:SHOWN_CHARS]}… [dim]({len(text):,} characters; --full shows all)[/]"
+
+
+def _pretty(raw: str, full: bool) -> str:
+    """JSON text indented (when it is not too large to show whole anyway), then cut."""
+    if full or len(raw) <= SHOWN_CHARS:
+        with contextlib.suppress(ValueError):
+            raw = json.dumps(json.loads(raw), indent=2, ensure_ascii=False)
+    return _cut(raw, full)
+
+
+def job_detail(job: Job, full: bool = False) -> Table:
+    """Every field of one job; a payload past ``SHOWN_CHARS`` is cut unless ``full``."""
     table = Table(show_header=False, title=f"job {job.id}", title_justify="left")
     table.add_column("field", style="bold")
-    table.add_column("value")
+    table.add_column("value", overflow="fold")  # long unbroken text shown whole
     now = datetime.now(UTC)
     try:
-        payload = json.dumps(job.json(), indent=2, ensure_ascii=False)
-    except (ValueError, UnicodeDecodeError):
-        payload = repr(job.payload)
+        payload = _pretty(job.payload.decode(), full)
+    except UnicodeDecodeError:
+        payload = _cut(repr(job.payload), full)
     rows = [
         ("id", str(job.id)),
         ("queue", job.queue),
@@ -145,11 +163,12 @@ def job_detail(job: Job) -> Table:
     return table
 
 
-def outcome_detail(outcome: JobOutcome) -> Table:
-    """A finished job: its outcome, kept result or last error, attempts and finish time."""
+def outcome_detail(outcome: JobOutcome, full: bool = False) -> Table:
+    """A finished job: its outcome, kept result or last error, attempts and finish time
+    (a result past ``SHOWN_CHARS`` is cut unless ``full``)."""
     table = Table(show_header=False, title=f"job {outcome.id}", title_justify="left")
     table.add_column("field", style="bold")
-    table.add_column("value")
+    table.add_column("value", overflow="fold")  # long unbroken text shown whole
     style = "green" if outcome.outcome == "success" else "red"
     rows = [
         ("id", str(outcome.id)),
@@ -159,7 +178,7 @@ def outcome_detail(outcome: JobOutcome) -> Table:
         ("finished at", when(outcome.finished_at, datetime.now(UTC))),
     ]
     if outcome.value_json is not None:
-        rows.append(("result", json.dumps(outcome.value, indent=2, ensure_ascii=False)))
+        rows.append(("result", _pretty(outcome.value_json, full)))
     if outcome.error is not None:
         rows.append(("last error", outcome.error))
     for field, value in rows:
@@ -243,7 +262,8 @@ def queues_table(infos: list[QueueInfo]) -> Table:
     table = Table(title="queues", title_justify="left")
     table.add_column("queue")
     table.add_column("state")
-    for column in ("concurrency", "per partition", "rate", "pending", "processing", "dead"):
+    columns = ("concurrency", "per partition", "rate", "pending", "delayed", "processing", "dead")
+    for column in columns:
         table.add_column(column, justify="right")
     for i in infos:
         rate = "-" if i.rate is None else str(i.rate) + (f" burst {i.burst}" if i.burst else "")
@@ -253,7 +273,8 @@ def queues_table(infos: list[QueueInfo]) -> Table:
             "-" if i.concurrency is None else str(i.concurrency),
             "-" if i.partition_concurrency is None else str(i.partition_concurrency),
             rate,
-            str(i.pending + i.delayed),
+            str(i.pending),
+            str(i.delayed),
             str(i.processing),
             f"[red]{i.dead}[/]" if i.dead else "0",
         )

@@ -177,7 +177,8 @@ class EnqueueOpts:
                 )
             if self.run_at.tzinfo is None or self.run_at.utcoffset() is None:
                 raise InvalidArgumentError(
-                    f"run_at must be timezone-aware, got naive {describe(self.run_at)}"
+                    f"run_at must be timezone-aware, got naive {self.run_at.isoformat()} "
+                    "(add a zone, e.g. 2030-01-01T09:00+00:00)"
                 )
         if self.expires_in_s is not None:
             check_positive("expires_in_s", self.expires_in_s)

@@ -5,11 +5,42 @@ from __future__ import annotations
 import json
 
 from alkstore.core.display import describe
-from alkstore.errors import PayloadError
+from alkstore.errors import InvalidArgumentError, PayloadError, PayloadTooLargeError
 
-__all__ = ["NOTIFY_PAYLOAD_MAX_BYTES", "encode_notify_payload", "encode_payload"]
+__all__ = [
+    "DEFAULT_MAX_PAYLOAD_BYTES",
+    "NOTIFY_PAYLOAD_MAX_BYTES",
+    "check_max_payload_bytes",
+    "check_size",
+    "encode_notify_payload",
+    "encode_payload",
+]
 
 NOTIFY_PAYLOAD_MAX_BYTES = 7999  # PostgreSQL's limit (under 8000 bytes), on every engine
+
+# A job's payload (and a kept result) is at most this by default: 1 MiB (docs/contract.md,
+# "Payload size"). connect(max_payload_bytes=...) changes it; None removes the limit.
+DEFAULT_MAX_PAYLOAD_BYTES = 1 << 20
+_MAX_PAYLOAD_BYTES_CAP = 1 << 30  # PostgreSQL's bytea/text field limit is 1 GB
+
+
+def check_max_payload_bytes(value: object) -> int | None:
+    """The ``max_payload_bytes`` option: an int in [1, 2**30], or ``None`` (no limit)."""
+    if value is None:
+        return None
+    if type(value) is not int or not 1 <= value <= _MAX_PAYLOAD_BYTES_CAP:
+        raise InvalidArgumentError(
+            f"max_payload_bytes must be None or an int in [1, {_MAX_PAYLOAD_BYTES_CAP}], "
+            f"got {describe(value)}"
+        )
+    return value
+
+
+def check_size(what: str, size: int, limit: int | None) -> None:
+    """Refuse ``size`` bytes past ``limit`` with :class:`PayloadTooLargeError`."""
+    if limit is not None and size > limit:
+        raise PayloadTooLargeError(what, size, limit)
+
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 

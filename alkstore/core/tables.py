@@ -6,8 +6,9 @@ flags are ``bool``, payloads ``bytes``. ``canonical`` then makes rows of both
 engines comparable (times to whole microseconds, PostgreSQL's resolution), and
 ``Digest`` sums up a table's canonical rows in key order.
 
-Not copied: ``alk_workers`` (the source's live workers, refused by the copy)
-and SQLite's ``alk_notes`` (wake-ups, meaningless once delivered).
+Not copied: ``alk_workers`` (the source's live workers, refused by the copy),
+``alk_ack_receipts`` (proofs of the live workers' ack batches) and SQLite's
+``alk_notes`` (wake-ups, meaningless once delivered).
 """
 
 from __future__ import annotations

@@ -47,9 +47,7 @@ import logging
 import os
 import signal
 import socket
-import threading
 import time
-import traceback
 import uuid
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterable
@@ -62,26 +60,53 @@ from alkstore.core.flow import CANCEL_NOTE, RECLAIMED_NOTE
 from alkstore.core.names import check_name, check_worker_id
 from alkstore.core.options import QueueOpts, check_non_negative, check_positive, describe
 from alkstore.core.results import encode_result
-from alkstore.errors import AlkstoreError, InvalidArgumentError, PayloadError, StoreClosedError
+from alkstore.errors import (
+    AlkstoreError,
+    EngineError,
+    InvalidArgumentError,
+    PayloadError,
+    StoreClosedError,
+)
 from alkstore.store import JobHandle, Queue, Store
 from alkstore.tasks import BadCall, Fail, Snooze, Task, decode_call, decode_envelope
 from alkstore.tracing import process_span, recording
-from alkstore.worker.context import RunningJob, reset_current, set_current
+from alkstore.worker.context import reset_current, set_current
+from alkstore.worker.netwait import STOPPING_WAIT_S, DbWaits
 from alkstore.worker.presence import Presence
+from alkstore.worker.runs import Run as _Run
+from alkstore.worker.runs import beat_period, lapse_margin
+from alkstore.worker.runs import error_text as _error_text
+from alkstore.worker.runs import outcome_records as _outcome_records
+from alkstore.worker.unknown import UNKNOWN_DELAY_S, UNKNOWN_MAX_AGE_S, UnknownTasks
 
 if TYPE_CHECKING:
     from alkstore.app import App
     from alkstore.metrics import Metrics
     from alkstore.subscription import Subscription
 
-__all__ = ["Worker"]
+__all__ = ["Worker", "catch_early_signals"]
 
 log = logging.getLogger("alkstore.worker")
 
-ERROR_MAX_CHARS = 8000
 PREFETCH_WAIT_S = 0.05  # a buffered job should wait about this long for a slot, at most
-HEARTBEAT_FRACTION = 1 / 3  # beat when a third of the visibility timeout has passed
+OPEN_WAIT_S = 600.0  # opening the store may migrate it; a stop cuts the wait short
+RECEIPT_MAX_AGE_S = 3600.0  # ack receipts of workers gone this long are deleted
 INTERRUPTED = "interrupted: the worker stopped before the handler finished"
+
+
+_early_signals: list[int] = []  # caught before a Worker took the signals over
+
+
+def catch_early_signals() -> None:
+    """Record SIGTERM/SIGINT until a Worker's run takes the signals over, which then
+    acts on them: a signal while the app imports or the store opens stops the worker
+    cleanly instead of killing it. For the main thread of a worker process (the CLI)."""
+
+    def record(signum: int, _frame: object) -> None:
+        _early_signals.append(signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, record)
 
 
 def redact_url(url: str) -> str:
@@ -93,120 +118,11 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def _error_text(exc: BaseException) -> str:
-    """``Type: message`` then the traceback, capped (stored as the job's last_error)."""
-    head = f"{type(exc).__name__}: {exc}".rstrip(": ")
-    tb = "".join(traceback.format_exception(exc)).rstrip()
-    text = f"{head}\n{tb}"
-    return text if len(text) <= ERROR_MAX_CHARS else text[: ERROR_MAX_CHARS - 3] + "..."
-
-
-class _OutcomeRecords:
-    """The per-job outcome line, made cheaply: a copy of one template record with
-    the time, level, message and fields set, handed to ``log.handle``.
-
-    ``log.log`` builds each record from scratch (finding the caller by walking
-    frames, reading the thread, process and time); the worker logs every outcome
-    from the same line of the same thread, so those are the same every time.
-    Handlers, filters and formatters see a record like any other. Under a custom
-    record factory (which may stamp each record, e.g. with a trace id) records
-    are made the ordinary way.
-    """
-
-    __slots__ = ("_templates",)
-
-    def __init__(self) -> None:
-        # one per (process, thread): a record carries both
-        self._templates: dict[tuple[int, int], logging.LogRecord] = {}
-
-    def emit(self, level: int, line: str, fields: dict[str, Any]) -> None:
-        where = (_pid, threading.get_ident())
-        template = self._templates.get(where)
-        plain = logging.getLogRecordFactory() is logging.LogRecord
-        if template is None or not plain:
-            log.log(level, line, extra={"alkstore": fields}, stacklevel=2)
-            if template is None and plain:
-                fn, lno, func, _ = log.findCaller(stacklevel=2)
-                record = log.makeRecord(log.name, level, fn, lno, "", (), None, func)
-                self._templates[where] = record
-            return
-        if log.disabled:
-            return
-        state = template.__dict__.copy()  # item stores: cheaper than setattr
-        created = time.time()
-        state["created"] = created
-        state["msecs"] = int((created - int(created)) * 1000) + 0.0
-        state["relativeCreated"] = (created - _LOG_START) * 1000
-        state["levelno"] = level
-        state["levelname"] = logging.getLevelName(level)
-        state["msg"] = line
-        state["alkstore"] = fields
-        if "taskName" in state:  # Python 3.12+
-            task = asyncio.current_task()
-            state["taskName"] = None if task is None else task.get_name()
-        record = logging.LogRecord.__new__(logging.LogRecord)
-        record.__dict__ = state
-        log.handle(record)
-
-
 _NO_SPAN = contextlib.nullcontext()
-_LOG_START: float = getattr(logging, "_startTime", time.time())
-_pid = os.getpid()  # a record carries the process id; a forked child gets its own templates
-
-
-def _forked() -> None:
-    global _pid
-    _pid = os.getpid()
-
-
-os.register_at_fork(after_in_child=_forked)
-_outcome_records = _OutcomeRecords()
 
 
 def _tick(tick: Any) -> tuple[str, str]:
     return tick.schedule, tick.at.isoformat()
-
-
-class _Run:
-    """One claimed job in this worker: its handle, task and heartbeat schedule."""
-
-    __slots__ = (
-        "acking",
-        "done",
-        "finished",
-        "freed",
-        "handle",
-        "job",
-        "lost",
-        "name",
-        "next_beat",
-        "revoked",
-        "started",
-        "task",
-    )
-
-    def __init__(self, handle: JobHandle, now: float, poll_beat_s: float | None) -> None:
-        self.handle = handle
-        self.job = RunningJob(handle.job._row)  # what current_job() gives the handler
-        self.started = now  # claimed; reset when the handler starts
-        self.finished = 0.0  # when the handler returned
-        self.next_beat = now + beat_period(handle.job.visibility_timeout_s, poll_beat_s)
-        self.done = False  # the handler finished; its outcome is being written
-        self.freed = False  # its slot is free again
-        self.lost = False  # a heartbeat was refused: the claim is no longer ours
-        self.acking = False  # a success waiting for the ack batcher
-        # "cancelled" or "lost": the job is no longer ours; its outcome is never written
-        self.revoked: str | None = None
-        self.name = "?"  # the task's name, once decoded
-        self.task: asyncio.Task[None] | None = None  # None while buffered
-
-
-def beat_period(visibility_timeout_s: float, poll_beat_s: float | None) -> float:
-    """Seconds between a held job's heartbeats: a third of its visibility timeout;
-    on a poll-only store (no cancel or reclaim announcements) at most
-    ``poll_beat_s``, so a refused beat stops a cancelled or reclaimed handler soon."""
-    period = visibility_timeout_s * HEARTBEAT_FRACTION
-    return period if poll_beat_s is None else min(period, poll_beat_s)
 
 
 # (task name, outcome, the fenced handle operation that records it, error)
@@ -238,6 +154,7 @@ class Worker:
         metrics: Metrics | None = None,
         metrics_port: int | None = None,
         metrics_host: str = "127.0.0.1",
+        unknown_task_max_age_s: float | None = UNKNOWN_MAX_AGE_S,
     ) -> None:
         self.app = app
         self.schedule = schedule
@@ -266,6 +183,10 @@ class Worker:
         self.queue_opts = QueueOpts(dead_letter_retention_s=dead_letter_retention_s)
         self.handle_signals = handle_signals
         self.presence_interval_s = check_positive("presence_interval_s", presence_interval_s)
+        if unknown_task_max_age_s is not None:
+            check_non_negative("unknown_task_max_age_s", unknown_task_max_age_s)
+        self._unknown = UnknownTasks(self.worker_id, unknown_task_max_age_s)
+        self._db = DbWaits(self.worker_id)
         if metrics_port is not None and (
             type(metrics_port) is not int or not 0 <= metrics_port <= 65535
         ):
@@ -322,6 +243,7 @@ class Worker:
         first = not self._stopping
         self._stopping = True
         self._forced = self._forced or force
+        self._db.stopping(self._forced)
         for event in (self._stop_event, self._slot_freed):
             if event is not None:
                 event.set()
@@ -331,17 +253,33 @@ class Worker:
 
     def _on_signal(self, signum: int) -> None:
         name = signal.Signals(signum).name
+        running, ahead, writing = self._held()
         if self._stopping:
-            log.warning("%s again: stopping now (%d jobs given back)", name, len(self._runs))
+            log.warning(
+                "%s again: stopping now (%d running handler(s) cancelled, their jobs given "
+                "back; %d outcome(s) not yet written are left to their claims' lapse)",
+                name,
+                running,
+                writing,
+            )
             self._stop(True)
         else:
             log.info(
-                "%s: no more claims; %d running job(s) get %.0fs to finish",
+                "%s: no more claims; %d running job(s) get %.0fs to finish, %d claimed "
+                "ahead are released unrun, %d await their outcome's write",
                 name,
-                len(self._runs),
+                running,
                 self.grace_s,
+                ahead,
+                writing,
             )
             self._stop(False)
+
+    def _held(self) -> tuple[int, int, int]:
+        """Held claims: (handlers running, claimed ahead unstarted, outcome being written)."""
+        ahead = len(self._ready)
+        writing = sum(1 for run in self._runs if run.done)
+        return len(self._runs) - ahead - writing, ahead, writing
 
     @property
     def running(self) -> int:
@@ -356,7 +294,35 @@ class Worker:
         self._stop_event = asyncio.Event()
         self._slot_freed = asyncio.Event()
         self._beat_changed = asyncio.Event()
-        store = await self.app.connect()
+        self._db.start()
+        if self._forced:
+            self._db.stopping(True)
+        # first: a signal while the store opens stops the worker cleanly
+        signals = self._install_signals(loop)
+        try:
+            return await self._run(loop)
+        finally:
+            self._sub = None
+            if self.metrics_server is not None:
+                self.metrics_server.shutdown()
+                self.metrics_server.server_close()
+                self.metrics_server = None
+            for signum in signals:
+                loop.remove_signal_handler(signum)
+            if self._pool is not None:
+                self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _run(self, loop: asyncio.AbstractEventLoop) -> int:
+        if self._stopping:
+            log.info("worker %s stopped before it opened the store", self.worker_id)
+            return 1 if self._forced else 0
+        try:
+            store = await self._db.call(self.app.connect(), "connect", timeout_s=OPEN_WAIT_S)
+        except AlkstoreError:
+            if not self._stopping:
+                raise
+            log.info("worker %s stopped while opening the store", self.worker_id)
+            return 1 if self._forced else 0
         self._store = store
         self._poll_beat_s = None if store.listens else self.poll_interval_s
         queues = [store.queue(name, self.queue_opts) for name in self.queues]
@@ -377,7 +343,9 @@ class Worker:
                 self.metrics_host,
                 self.metrics_server.server_port,
             )
-        signals = self._install_signals(loop)
+        await self._quietly(  # our own (none yet) and those of long-gone workers
+            store._drop_ack_receipts(self.worker_id, RECEIPT_MAX_AGE_S), "drop ack receipts"
+        )
         log.info(
             "worker %s: queues %s, concurrency %d, on %s",
             self.worker_id,
@@ -385,40 +353,51 @@ class Worker:
             self.concurrency,
             redact_url(store.url),
         )
+        sub = store._wake_subscription(*self.queues)
         try:
-            async with store._wake_subscription(*self.queues) as sub:
-                self._sub = sub
-                if self._stopping:
-                    await sub.aclose()
-                helpers = [
-                    loop.create_task(self._heartbeat_loop()),
-                    loop.create_task(self._sweep_loop(queues)),
-                    loop.create_task(presence.run()),
-                    loop.create_task(self._cancel_watch(store)),
-                ]
-                if self.schedule and self.app.schedules:
-                    helpers.append(loop.create_task(self._schedule_loop(store)))
-                try:
-                    await self._claim_loop(store, queues, sub)
-                finally:
-                    self._stopping = True
-                    await self._drain()
-                    for helper in helpers:
-                        helper.cancel()
-                    await asyncio.gather(*helpers, return_exceptions=True)
-                    await presence.leave()
+            await self._db.call(sub.__aenter__(), "listen", OPEN_WAIT_S, judge=False)
+            self._sub = sub
+            if self._stopping:
+                await sub.aclose()
+            helpers = [
+                loop.create_task(self._heartbeat_loop()),
+                loop.create_task(self._sweep_loop(queues)),
+                loop.create_task(presence.run()),
+                loop.create_task(self._cancel_watch(store)),
+            ]
+            if self.schedule and self.app.schedules:
+                helpers.append(loop.create_task(self._schedule_loop(store)))
+            try:
+                await self._claim_loop(store, queues, sub)
+            finally:
+                self._stopping = True
+                await self._drain()
+                for helper in helpers:
+                    helper.cancel()
+                # a helper stuck in a database call is left to end in the background
+                await asyncio.wait(helpers, timeout=0.0 if self._forced else STOPPING_WAIT_S)
+                if not self._forced:
+                    await self._quietly(presence.leave(), "unregister", judge=False)
+                    await self._quietly(
+                        store._drop_ack_receipts(self.worker_id, RECEIPT_MAX_AGE_S),
+                        "drop ack receipts",
+                    )
+        except StoreClosedError:
+            if not self._stopping:
+                raise
         finally:
-            self._sub = None
-            if self.metrics_server is not None:
-                self.metrics_server.shutdown()
-                self.metrics_server.server_close()
-                self.metrics_server = None
-            for signum in signals:
-                loop.remove_signal_handler(signum)
-            if self._pool is not None:
-                self._pool.shutdown(wait=False, cancel_futures=True)
+            await self._quietly(sub.aclose(), "unlisten", judge=False)
         log.info("worker %s stopped: %s", self.worker_id, dict(self.counts) or "no jobs")
         return 1 if self._forced else 0
+
+    async def _quietly(self, op: Awaitable[Any], what: str, *, judge: bool = True) -> None:
+        """A bounded best-effort database call: a failure is logged, not raised."""
+        try:
+            await self._db.call(op, what, judge=judge)
+        except StoreClosedError:
+            pass
+        except AlkstoreError as e:
+            log.warning("worker %s: %s failed: %s", self.worker_id, what, e)
 
     def _install_signals(self, loop: asyncio.AbstractEventLoop) -> list[int]:
         if not self.handle_signals:
@@ -430,6 +409,10 @@ class Worker:
             except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
                 continue
             installed.append(signum)
+        pending = [early for early in _early_signals if early in installed]
+        _early_signals.clear()
+        for early in pending:
+            self._on_signal(early)
         return installed
 
     async def _pause(self, seconds: float) -> None:
@@ -460,7 +443,13 @@ class Worker:
                     continue  # backed off after a failure, or the claim filled what we want
                 # every queue came back short: wait for a wake, a due job, the rate
                 # limit's next slot or the re-poll
-                await loop.wait_for_work()
+                with contextlib.suppress(EngineError):  # no answer: logged; claim again
+                    await self._db.call(
+                        loop.wait_for_work(),
+                        "next due",
+                        self.poll_interval_s + self._db.timeout_s,
+                        judge=False,
+                    )
         except StoreClosedError:
             if not self._stopping:
                 log.error("worker %s: the store was closed; stopping", self.worker_id)
@@ -471,11 +460,12 @@ class Worker:
         """Claim from each queue in turn until ``want`` jobs are held; how many are missing."""
         for i in range(len(queues)):
             queue = queues[(turn + i) % len(queues)]
-            handles, hold = await queue.claim_held(self.worker_id, want)
+            sent = time.monotonic()
+            handles, hold = await self._db.call(queue.claim_held(self.worker_id, want), "claim")
             loop.held(hold)  # a rate limit held this queue back until then
             if handles and self.metrics is not None:
                 self._observe_claim(queue.name, handles)
-            self._take(handles)
+            self._take(handles, sent)
             want -= len(handles)
             if want == 0:
                 break
@@ -493,15 +483,16 @@ class Worker:
         return min(self.prefetch, fits)
 
     # -- one job ------------------------------------------------------------------
-    def _take(self, handles: list[JobHandle]) -> None:
-        """Hold freshly claimed jobs: buffer them, then start as many as slots allow."""
+    def _take(self, handles: list[JobHandle], sent: float) -> None:
+        """Hold freshly claimed jobs (claimed by a request ``sent`` then): buffer them,
+        then start as many as slots allow."""
         assert self._beat_changed is not None
         if not handles:
             return
         now = time.monotonic()
         self._traced = recording()  # asked once per batch, not per job
         for handle in handles:
-            run = _Run(handle, now, self._poll_beat_s)
+            run = _Run(handle, now, sent, self._poll_beat_s)
             self._runs.add(run)
             self._ready.append(run)
             if run.next_beat < self._beat_at:
@@ -569,11 +560,12 @@ class Worker:
             name, arguments, trace = decode_envelope(job.payload)
             task = self.app.find_task(name)
             if task is None:  # e.g. a rolling deploy: a newer worker may know it
-                known = ", ".join(sorted(self.app.tasks)) or "none"
                 run.done = True
-                return self._retry(
-                    run, name, f"unknown task {describe(name)} (this worker knows: {known})"
-                )
+                return self._unknown_task(run, describe(name))
+        except BadCall:  # not a task call (e.g. a newer envelope): the same policy
+            run.done = True
+            return self._unknown_task(run, "? (the payload is not a task call)")
+        try:
             args, kwargs = task.call_arguments(arguments)
         except BadCall as e:
             run.done = True
@@ -637,6 +629,18 @@ class Worker:
         finally:
             reset_current(token)
 
+    def _unknown_task(self, run: _Run, name: str) -> _Outcome:
+        """Give the job back unrun (attempt uncounted), or dead-letter it once this
+        worker has given it back for ``unknown_task_max_age_s`` (``unknown.py``)."""
+        handle = run.handle
+        job = handle.job
+        known = ", ".join(sorted(self.app.tasks)) or "none"
+        if self._unknown.give_back(job.id, name, job.queue, known):
+            op = functools.partial(handle.snooze, UNKNOWN_DELAY_S)
+            return name, "unknown", op, None
+        error = self._unknown.error(name)
+        return name, "dead", functools.partial(handle.fail, error), error
+
     async def _call(self, task: Task[Any, Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
         if task.is_async:
             return await task.fn(*args, **kwargs)
@@ -678,45 +682,37 @@ class Worker:
                 self._runs.discard(run)
 
     async def _ack_runs(self, runs: list[_Run]) -> list[bool]:
-        """The fenced acks; a database error is retried a few times (else the claims
-        lapse and the jobs run again: at-least-once)."""
+        """The fenced acks, with this worker's receipt (docs/contract.md, "Ack
+        receipts"). A database error is retried with the same batch token until the
+        batch's claims lapse (or a forced stop), so a retry answers for an attempt
+        whose reply was lost: a claim counts as acked only when the receipt proves
+        it, never because its row is gone (another claim may have acked it). If no
+        try gets through, the claims lapse and the jobs run again (at-least-once):
+        counted ``lost``."""
         assert self._store is not None
         handles = [run.handle for run in runs]
-        for attempt in range(4):
+        token = uuid.uuid4().hex
+        # past the claims' lapse a retry acks nothing new, but the receipt still proves
+        # an earlier attempt; later batches wait behind this one meanwhile
+        until = max(run.expires + run.handle.job.visibility_timeout_s for run in runs)
+        failures = 0
+        while True:
             try:
-                acked = await self._store.ack_many(handles)
+                return await self._db.call(
+                    self._store._ack_receipted(handles, self.worker_id, token), "ack"
+                )
             except StoreClosedError:
                 break
             except AlkstoreError as e:
-                if attempt == 3:
+                failures += 1
+                pause = min(0.1 * 2**failures, 2.0)
+                if self._forced or time.monotonic() + pause > until:
                     log.warning("ack of %d job(s) failed: %s", len(handles), e)
                     break
-                log.warning("ack of %d job(s) failed (%s); retrying", len(handles), e)
-                await asyncio.sleep(0.1 * 2**attempt)
-                continue
-            if attempt and not all(acked):
-                acked = await self._acked_before(handles, acked)
-            return acked
+                if failures == 1:
+                    log.warning("ack of %d job(s) failed (%s); retrying", len(handles), e)
+                await asyncio.sleep(pause)
         return [False] * len(handles)
-
-    async def _acked_before(self, handles: list[JobHandle], acked: list[bool]) -> list[bool]:
-        """After a failed ack whose commit may have landed (the connection died on
-        the way back), the retry refuses the rows that attempt already deleted.
-        A refused row that is gone was acked (by that attempt; the retry comes
-        well inside the visibility timeout, so no other worker can have claimed,
-        run and acked it meanwhile), not lost: answer ``True`` for it. A row
-        still there is really not ours any more (its claim lapsed)."""
-        assert self._store is not None
-        out = list(acked)
-        for i, (handle, ok) in enumerate(zip(handles, acked, strict=True)):
-            if ok:
-                continue
-            try:
-                row = await self._store.queue(handle.job.queue).get_job(handle.job.id)
-            except AlkstoreError:
-                continue
-            out[i] = row is None
-        return out
 
     @staticmethod
     def _retry(run: _Run, name: str, error: str) -> _Outcome:
@@ -729,7 +725,7 @@ class Worker:
     ) -> None:
         """Await the handle operation ``op``, then count and log the outcome."""
         try:
-            done = await op
+            done = await self._db.call(op, f"outcome {outcome}")
         except StoreClosedError:
             done = False
         except AlkstoreError as e:
@@ -741,6 +737,10 @@ class Worker:
         """Count and log one outcome (``lost``: the claim lapsed, or the job was
         cancelled, so it is not ours any more)."""
         self.counts[outcome] += 1
+        if outcome == "unknown":  # given back unrun: not a finished run (warned in unknown.py)
+            if log.isEnabledFor(logging.DEBUG):
+                self._log(logging.DEBUG, run, name, outcome, None)
+            return
         self._observe(run, name, outcome)
         level = logging.INFO if outcome == "success" else logging.WARNING
         if log.isEnabledFor(level):
@@ -806,6 +806,15 @@ class Worker:
                         continue
                     if newer is not None and job.attempts >= newer:
                         continue  # that claim is ours (or later than the one announced)
+                    if run.done:  # its handler returned: nothing to stop
+                        log.warning(
+                            "job %d (queue %s): %s after its handler returned; its outcome "
+                            "is refused unless it was written first",
+                            job_id,
+                            note.channel,
+                            "cancelled" if why == "cancelled" else "reclaimed by another claim",
+                        )
+                        continue
                     log.warning(
                         "job %d (queue %s): %s; stopping it",
                         job_id,
@@ -838,43 +847,104 @@ class Worker:
 
     # -- heartbeats and sweeps --------------------------------------------------------
     async def _heartbeat_loop(self) -> None:
+        """Beat every held claim when due (in the background: a beat waiting on a dead
+        connection holds up nothing), and stop the handler of a claim that lapsed by
+        this worker's own clock (``_lapse``): a cut-off worker's claims are taken
+        over by others at their deadline, whether or not it hears about it."""
         assert self._beat_changed is not None
-        while True:
-            now = time.monotonic()
-            due = [r for r in self._runs if not r.done and not r.lost and r.next_beat <= now]
-            if due:
-                results = await asyncio.gather(
-                    *(r.handle.heartbeat() for r in due), return_exceptions=True
-                )
-                for run, result in zip(due, results, strict=True):
-                    if result is True:
-                        vt = run.handle.job.visibility_timeout_s
-                        run.next_beat = now + beat_period(vt, self._poll_beat_s)
-                    elif result is False:
-                        if not run.done:
-                            job = run.handle.job
-                            log.warning(
-                                "job %d (queue %s): heartbeat refused; the claim lapsed or "
-                                "the job was cancelled: stopping it, no outcome is recorded",
-                                job.id,
-                                job.queue,
-                            )
-                            self._revoke(run, "lost")
-                    else:  # the database hiccuped: beat again soon
-                        log.warning("heartbeat of job %d failed: %s", run.handle.job.id, result)
-                        run.next_beat = now + min(0.25, run.handle.job.visibility_timeout_s / 10)
-            pending = [r.next_beat for r in self._runs if not r.done and not r.lost]
-            wait = max(min(pending) - time.monotonic(), 0.0) if pending else 60.0
-            self._beat_at = time.monotonic() + wait
-            self._beat_changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._beat_changed.wait(), wait)
+        beats: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                now = time.monotonic()
+                self._lapse(now)
+                due = [
+                    r
+                    for r in self._runs
+                    if not r.done and not r.lost and not r.beating and r.next_beat <= now
+                ]
+                if due:
+                    for run in due:
+                        run.beating = True
+                    beat = asyncio.ensure_future(self._beat(due, now))
+                    beats.add(beat)
+                    beat.add_done_callback(beats.discard)
+                wake = 60.0
+                for r in self._runs:
+                    if r.done or r.lost:
+                        continue
+                    wake = min(wake, r.expires - lapse_margin(r.handle.job.visibility_timeout_s))
+                    if not r.beating:
+                        wake = min(wake, r.next_beat)
+                wait = min(max(wake - time.monotonic(), 0.0), 60.0) if self._runs else 60.0
+                self._beat_at = time.monotonic() + wait
+                self._beat_changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._beat_changed.wait(), wait)
+        finally:
+            for beat in beats:
+                beat.cancel()
+
+    async def _beat(self, due: list[_Run], sent: float) -> None:
+        """One round of heartbeats, sent at ``sent`` (monotonic)."""
+        assert self._beat_changed is not None
+        try:
+            results = await self._db.call(self._heartbeats(due), "heartbeat")
+        except AlkstoreError as e:
+            results = [e] * len(due)
+        for run, result in zip(due, results, strict=True):
+            run.beating = False
+            vt = run.handle.job.visibility_timeout_s
+            if result is True:
+                run.next_beat = sent + beat_period(vt, self._poll_beat_s)
+                run.expires = sent + vt
+            elif result is False:
+                if not run.done and run.revoked is None:
+                    job = run.handle.job
+                    log.warning(
+                        "job %d (queue %s): heartbeat refused; the claim lapsed or "
+                        "the job was cancelled: stopping it, no outcome is recorded",
+                        job.id,
+                        job.queue,
+                    )
+                    self._revoke(run, "lost")
+            else:  # the database hiccuped: beat again soon
+                log.debug("heartbeat of job %d failed: %s", run.handle.job.id, result)
+                run.next_beat = time.monotonic() + min(0.25, vt / 10)
+        self._beat_changed.set()
+
+    @staticmethod
+    async def _heartbeats(due: list[_Run]) -> list[Any]:
+        """Each run's heartbeat answer (or error); the error itself when all failed."""
+        results = await asyncio.gather(*(r.handle.heartbeat() for r in due), return_exceptions=True)
+        first = results[0]
+        if isinstance(first, AlkstoreError) and all(isinstance(r, AlkstoreError) for r in results):
+            raise first
+        return results
+
+    def _lapse(self, now: float) -> None:
+        """Stop the handlers whose claims lapsed by this worker's clock (less the margin):
+        no heartbeat got through in time, so another worker may claim the job now."""
+        for run in self._runs:
+            if run.done or run.revoked is not None:
+                continue
+            vt = run.handle.job.visibility_timeout_s
+            if now < run.expires - lapse_margin(vt):
+                continue
+            job = run.handle.job
+            log.warning(
+                "job %d (queue %s): its claim lapses in %.1fs by this worker's clock and no "
+                "heartbeat got through: stopping it, no outcome is recorded",
+                job.id,
+                job.queue,
+                max(run.expires - now, 0.0),
+            )
+            self._revoke(run, "lost")
 
     async def _sweep_loop(self, queues: list[Queue]) -> None:
         while True:
             for queue in queues:
                 try:
-                    result = await queue.sweep_expired()
+                    result = await self._db.call(queue.sweep_expired(), "sweep")
                 except StoreClosedError:
                     return
                 except AlkstoreError as e:
@@ -897,7 +967,7 @@ class Worker:
         schedules = self.app.schedules
         while not self._stopping:
             try:
-                for tick in await enqueue_due(store, schedules):
+                for tick in await self._db.call(enqueue_due(store, schedules), "schedule"):
                     if tick.enqueued is None:
                         log.info("schedule %r: tick %s skipped (still running)", *_tick(tick))
                     elif not tick.enqueued.duplicate:
@@ -940,9 +1010,7 @@ class Worker:
         if self._ack_flush is not None:
             await asyncio.gather(self._ack_flush, return_exceptions=True)
         back = [r for r in leftovers if not r.handle.consumed and r.revoked is None]
-        results = await asyncio.gather(
-            *(r.handle.retry(INTERRUPTED, delay_s=0) for r in back), return_exceptions=True
-        )
+        results = await self._each(r.handle.retry(INTERRUPTED, delay_s=0) for r in back)
         for run, result in zip(back, results, strict=True):
             job = run.handle.job
             if result is True:
@@ -968,6 +1036,18 @@ class Worker:
                 self.abandoned_threads,
             )
 
+    async def _each(self, ops: Iterable[Awaitable[bool]]) -> list[bool | BaseException]:
+        """Give-backs at the stop, concurrently, within the stop's bound on waits."""
+        ops = list(ops)
+        if not ops:
+            return []
+        try:
+            return await self._db.call(
+                asyncio.gather(*ops, return_exceptions=True), "give back", judge=False
+            )
+        except AlkstoreError as e:
+            return [e] * len(ops)
+
     @property
     def abandoned_threads(self) -> int:
         """Sync handlers still running in a thread whose jobs are no longer this
@@ -980,9 +1060,7 @@ class Worker:
         self._ready.clear()
         if not buffered:
             return
-        results = await asyncio.gather(
-            *(r.handle.release() for r in buffered), return_exceptions=True
-        )
+        results = await self._each(r.handle.release() for r in buffered)
         for run in buffered:
             self._runs.discard(run)
         released = sum(1 for result in results if result is True)

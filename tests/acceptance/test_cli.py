@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -11,7 +13,7 @@ from typing import Any
 import pytest
 
 import alkstore
-from tests.acceptance.conftest import run_cli
+from tests.acceptance.conftest import _env, run_cli
 
 CLOSED_PG = "postgresql://nobody@127.0.0.1:1/nothing"
 
@@ -190,7 +192,9 @@ async def test_unknown_job_id_is_one_line_exit_1(target: Any) -> None:
 
 async def test_bad_options_are_one_line(target: Any) -> None:
     fails(run_cli(target, "enqueue", "q", "x", "--run-at", "tomorrow"), 2, "invalid --run-at")
-    fails(run_cli(target, "enqueue", "q", "x", "--run-at", "2030-01-01T09:00"), 2, "timezone")
+    naive = run_cli(target, "enqueue", "q", "x", "--run-at", "2030-01-01T09:00")
+    fails(naive, 2, "invalid --run-at '2030-01-01T09:00': add a time zone")
+    assert "datetime.datetime" not in naive.stderr  # the value as written, not a repr
     fails(run_cli(target, "enqueue", "q", "x", "--delay", "-1"), 2, "--delay must be >= 0")
     fails(run_cli(target, "enqueue", "q", "x", "--max-attempts", "0"), 2, "--max-attempts")
 
@@ -306,3 +310,126 @@ def test_enqueue_with_app_refuses_what_the_task_cannot_run_and_writes_nothing(
     args = ["enqueue", queue, payload, "--app", "tests.acceptance.apps:app", "--url", url]
     fails(run_cli(None, *args), 2, text)
     assert not (tmp_path / "jobs.db").exists()
+
+
+async def test_requeue_and_cancel_take_several_ids(target: Any) -> None:
+    dead = [await _dead_job(target, "many") for _ in range(3)]
+    out = ok(run_cli(target, "jobs", "requeue", str(dead[0]), str(dead[1])))
+    assert f"requeued job {dead[0]}" in out and f"requeued job {dead[1]}" in out
+    live = int(ok(run_cli(target, "enqueue", "many", "x")).strip())
+    # one that cannot be done: the others are still done, then one error line names it
+    fails(run_cli(target, "jobs", "requeue", str(live), str(dead[2])), 1, f"job {live} is")
+    out = ok(run_cli(target, "jobs", "cancel", str(dead[0]), str(dead[1]), str(live)))
+    assert out.count("cancelled job") == 3
+    async with await alkstore.connect(target.url, **target.connect_kwargs()) as store:
+        left = await store.admin().list_jobs("many")
+    assert [(j.id, j.state) for j in left] == [(dead[2], "pending")]
+    fails(run_cli(target, "jobs", "cancel", "--", "1", "abc"), 2, "invalid job id 'abc'")
+
+
+async def test_queues_list_counts_delayed_apart_from_pending(target: Any) -> None:
+    ok(run_cli(target, "enqueue", "split", "now"))
+    ok(run_cli(target, "enqueue", "split", "later", "--delay", "600"))
+    ok(run_cli(target, "enqueue", "split", "later", "--delay", "600"))
+    listed = ok(run_cli(target, "queues", "list"))
+    header = next(line for line in listed.splitlines() if "pending" in line)
+    row = next(line for line in listed.splitlines() if " split " in line)
+    cells = dict(
+        zip(
+            [c.strip() for c in header.split("┃")[1:-1]],
+            [c.strip() for c in row.split("│")[1:-1]],
+            strict=True,
+        )
+    )
+    assert (cells["pending"], cells["delayed"], cells["processing"]) == ("1", "2", "0")
+
+
+PERIODIC_APP = """
+import alkstore
+app = alkstore.App({url!r})
+
+@app.periodic(cron="0 8 * * *", name="own-url-schedule")
+@app.task(queue="own")
+async def report() -> None: ...
+"""
+
+
+def test_schedules_uses_the_apps_own_url(tmp_path: Any) -> None:
+    url = f"sqlite:///{tmp_path}/own.db"
+    (tmp_path / "ownapp.py").write_text(PERIODIC_APP.format(url=url))
+    ok(run_cli(None, "migrate", "--url", url))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = subprocess.run(
+        [sys.executable, "-m", "alkstore", "schedules", f"{tmp_path}/ownapp.py:app"],
+        cwd=elsewhere,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "own-url-schedule" in ok(out)
+    assert not (elsewhere / "alkstore.db").exists()
+
+
+NO_URL_APP = """
+import alkstore
+app = alkstore.App()
+
+@app.task(queue="nowhere")
+async def noop() -> None: ...
+"""
+
+
+def _cli_in(cwd: Any, *args: str) -> Any:
+    return subprocess.run(
+        [sys.executable, "-m", "alkstore", *args],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_worker_refuses_to_create_the_default_store(tmp_path: Any) -> None:
+    (tmp_path / "nourl.py").write_text(NO_URL_APP)
+    out = _cli_in(tmp_path, "worker", "nourl.py:app")
+    fails(out, 1, f"no store at {tmp_path}/alkstore.db")
+    assert f"--url sqlite:///{tmp_path}/alkstore.db" in out.stderr
+    assert "alkstore migrate" in out.stderr
+    assert not (tmp_path / "alkstore.db").exists()  # nothing created
+
+
+def test_a_worker_logs_the_absolute_path_of_a_relative_url(tmp_path: Any) -> None:
+    (tmp_path / "nourl.py").write_text(NO_URL_APP)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "alkstore", "worker", "nourl.py:app", "--url", "sqlite:///rel.db"],
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # until the start line (the pytest timeout bounds it)
+            if "concurrency" in line:
+                assert f"on sqlite:///{tmp_path}/rel.db" in line, line
+                break
+        proc.terminate()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (tmp_path / "rel.db").exists()  # named explicitly: created, as before
+
+
+async def test_jobs_show_cuts_a_long_payload_unless_full(target: Any) -> None:
+    job_id = ok(run_cli(target, "enqueue", "long", "-", stdin="x" * 10_000)).strip()
+    shown = ok(run_cli(target, "jobs", "show", job_id))
+    assert "10,000 characters; --full shows all" in shown
+    assert shown.count("x") < 5_000
+    whole = ok(run_cli(target, "jobs", "show", job_id, "--full"))
+    assert whole.count("x") >= 10_000 and "--full shows all" not in whole

@@ -73,15 +73,15 @@ async def test_a_freed_slot_starts_the_next_job_while_outcomes_are_written(
         await mark.defer_many([{"n": i} for i in range(8)])
         worker = app.worker(concurrency=2, prefetch=6, handle_signals=False)
         store = await app.connect()
-        original = store.ack_many
+        original = store._ack_receipted
 
-        async def traced(handles: Any) -> list[bool]:
+        async def traced(handles: Any, owner: str, token: str) -> list[bool]:
             events.append("ack-sent")
-            answers = await original(handles)
+            answers = await original(handles, owner, token)
             events.append("ack-done")
             return answers
 
-        store.ack_many = traced  # type: ignore[method-assign]
+        store._ack_receipted = traced  # type: ignore[method-assign]
         assert await worker.run() == 0
         assert worker.counts == Counter({"success": 8})
         first_ack_done = events.index("ack-done")
@@ -90,8 +90,8 @@ async def test_a_freed_slot_starts_the_next_job_while_outcomes_are_written(
 
 
 async def test_an_ack_whose_reply_was_lost_counts_as_success_not_lost(target: Target) -> None:
-    """The first ack_many commits, then its reply is lost (the connection died on
-    the way back): the retry finds its rows gone, which means acked, not lost."""
+    """The first ack batch commits, then its reply is lost (the connection died on
+    the way back): the retry's receipt proves the rows were acked by that attempt."""
     app = _app(target)
     done = 0
 
@@ -106,26 +106,62 @@ async def test_an_ack_whose_reply_was_lost_counts_as_success_not_lost(target: Ta
         ids = await once.defer_many([{"n": i} for i in range(4)])
         worker = app.worker(concurrency=4, prefetch=0, handle_signals=False)
         store = await app.connect()
-        original = store.ack_many
+        original = store._ack_receipted
         calls = 0
 
-        async def reply_lost_once(handles: Any) -> list[bool]:
+        async def reply_lost_once(handles: Any, owner: str, token: str) -> list[bool]:
             nonlocal calls
             calls += 1
-            answers = await original(handles)  # committed in the real database
+            answers = await original(handles, owner, token)  # committed for real
             if calls == 1:
-                for handle in handles:
-                    handle._consumed = False  # as after a failed round trip
                 raise alkstore.EngineError("connection lost after commit")
             return answers
 
-        store.ack_many = reply_lost_once  # type: ignore[method-assign]
+        store._ack_receipted = reply_lost_once  # type: ignore[method-assign]
         assert await worker.run() == 0
         assert calls >= 2
         assert worker.counts["lost"] == 0 and worker.counts["success"] == 4
         queue = app.store.queue("p")
         assert [await queue.get_job(i) for i in ids] == [None] * 4
         assert done == 4  # each ran once
+
+
+async def test_a_gone_row_after_a_failed_ack_is_never_counted_as_success(
+    target: Target,
+) -> None:
+    """The first ack batch fails without committing; meanwhile the rows disappear by
+    another hand (here a cancel; in production another host that reclaimed and acked
+    them). The retry finds them gone: unproven, so ``lost``, never ``success``."""
+    app = _app(target)
+    done = 0
+
+    @app.task(queue="p", name="once")
+    async def once(n: int) -> None:
+        nonlocal done
+        done += 1
+        if done == 3:
+            worker.stop()
+
+    async with app:
+        await once.defer_many([{"n": i} for i in range(3)])
+        worker = app.worker(concurrency=3, prefetch=0, handle_signals=False)
+        store = await app.connect()
+        original = store._ack_receipted
+        calls = 0
+
+        async def taken_meanwhile(handles: Any, owner: str, token: str) -> list[bool]:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                for handle in handles:  # gone, but not by this worker's ack
+                    await store.queue("p").cancel(handle.job.id)
+                raise alkstore.EngineError("connection lost before commit")
+            return await original(handles, owner, token)
+
+        store._ack_receipted = taken_meanwhile  # type: ignore[method-assign]
+        assert await worker.run() == 0
+        assert calls >= 2 and done == 3
+        assert worker.counts["success"] == 0 and worker.counts["lost"] == 3
 
 
 async def test_outcome_lines_are_ordinary_records_at_info(target: Target) -> None:

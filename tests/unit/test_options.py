@@ -99,8 +99,11 @@ def test_bad_enqueue_opts_are_rejected_naming_the_value(field: str, value: objec
 
 
 def test_naive_run_at_is_rejected() -> None:
-    with pytest.raises(InvalidArgumentError, match="timezone-aware"):
+    with pytest.raises(InvalidArgumentError, match="timezone-aware") as e:
         EnqueueOpts(run_at=datetime(2030, 1, 1, 12, 0))
+    # the value as a user writes it, not Python's repr (issue #21)
+    assert "2030-01-01T12:00:00" in str(e.value)
+    assert "datetime.datetime" not in str(e.value)
 
 
 def test_boundary_values_are_accepted() -> None:

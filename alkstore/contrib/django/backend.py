@@ -30,7 +30,6 @@ from django.utils import timezone
 from alkstore.core.names import check_name, check_schema
 from alkstore.core.options import EnqueueOpts, QueueOpts, check_positive, describe
 from alkstore.errors import AlkstoreError, InvalidArgumentError, InvalidNameError
-from alkstore.sync import Queue as SyncQueue
 from alkstore.sync import Store as SyncStore
 from alkstore.worker.runtime import redact_url
 
@@ -195,20 +194,32 @@ class AlkstoreBackend(BaseTaskBackend):
             attempts=0,
             enqueued_at=timezone.now(),
         )
-        done = partial(self._enqueued, queue, result, outbox)
+        done = partial(task_enqueued.send, type(self), task_result=result)
         if outbox:  # at once outside atomic(); after the commit inside it; never on rollback
+            self._wake_after_commit(connection, queue.name)
             transaction.on_commit(done, using=self.database)
         else:
             done()
         return result
 
-    def _enqueued(self, queue: SyncQueue, result: TaskResult[Any], wake: bool) -> None:
-        if wake:
-            try:
-                self._store().wake(queue.name)
-            except AlkstoreError as e:  # committed anyway: the workers' re-poll finds it
-                log.warning("wake of queue %s after commit failed: %s", queue.name, e)
-        task_enqueued.send(type(self), task_result=result)
+    def _wake_after_commit(self, connection: Any, queue: str) -> None:
+        """Wake ``queue`` after the commit: once per queue per transaction, however many
+        jobs it enqueues there (a block of 1,000 enqueues is one wake, not 1,000)."""
+        if connection.in_atomic_block:
+            # Django's after-commit list, entries (savepoint ids, callback, robust): a
+            # savepoint or transaction rolled back drops its entries, so a wake found
+            # there still runs at this transaction's commit
+            for entry in connection.run_on_commit:
+                wake = entry[1]
+                if isinstance(wake, _Wake) and wake.queue == queue and wake.backend is self:
+                    return
+        transaction.on_commit(_Wake(self, queue), using=self.database)
+
+    def _wake(self, queue: str) -> None:
+        try:
+            self._store().wake(queue)
+        except AlkstoreError as e:  # committed anyway: the workers' re-poll finds it
+            log.warning("wake of queue %s after commit failed: %s", queue, e)
 
     def _outbox(self, store: SyncStore, connection: Any) -> bool:
         """Whether jobs go on Django's connection: both PostgreSQL, one database."""
@@ -268,3 +279,16 @@ class AlkstoreBackend(BaseTaskBackend):
                 f"no result of a Django task with id {job_id} in {redact_url(self.url)}"
             )
         return found
+
+
+class _Wake:
+    """The after-commit wake of one queue of one backend (see ``_wake_after_commit``)."""
+
+    __slots__ = ("backend", "queue")
+
+    def __init__(self, backend: AlkstoreBackend, queue: str) -> None:
+        self.backend = backend
+        self.queue = queue
+
+    def __call__(self) -> None:
+        self.backend._wake(self.queue)

@@ -38,6 +38,7 @@ __all__ = ["Conn", "PostgresConnections", "privilege_hint"]
 log = logging.getLogger("alkstore.postgres")
 
 Conn = psycopg.AsyncConnection[TupleRow]
+POOL_CLOSE_WAIT_S = 1.0
 
 
 def privilege_hint(error: psycopg.Error) -> str:
@@ -228,4 +229,6 @@ class PostgresConnections:
                 await self._listener.stop()
         finally:
             if self._pool is not None:
-                await self._pool.close()
+                # its workers may be trying to connect over a dead network: wait less
+                # than a connection attempt for them (they are stopped either way)
+                await self._pool.close(timeout=POOL_CLOSE_WAIT_S)

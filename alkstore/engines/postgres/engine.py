@@ -163,6 +163,26 @@ class PostgresEngine(PostgresFlowControl):
             self._slots_freed({q for q, i, a in items if (i, a) in acked})
         return acked
 
+    async def ack_receipted(
+        self, items: Sequence[tuple[str, int, int]], owner: str, token: str
+    ) -> set[tuple[int, int]]:
+        params = {
+            "queues": [item[0] for item in items],
+            "ids": [item[1] for item in items],
+            "attempts": [item[2] for item in items],
+            "owner": owner,
+            "token": token,
+        }
+        row = await self._fetchone("ack_receipted", params)
+        refused = set(row[0]) if row is not None else {item[1] for item in items}
+        acked = {(i, a) for _, i, a in items if i not in refused}
+        if acked and self._limited:
+            self._slots_freed({q for q, i, a in items if (i, a) in acked})
+        return acked
+
+    async def drop_ack_receipts(self, owner: str, older_s: float) -> None:
+        await self._rowcount("drop_ack_receipts", {"owner": owner, "older_s": older_s})
+
     async def ack_result(
         self, queue: str, job_id: int, attempts: int, value: str, keep_s: float
     ) -> bool:

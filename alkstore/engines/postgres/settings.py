@@ -7,6 +7,7 @@ a URL query key that is neither alkstore's nor a libpq keyword, and any unknown
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -16,7 +17,7 @@ from psycopg import pq
 from alkstore.core.options import DURATION_MAX_S, check_switch, describe
 from alkstore.errors import InvalidArgumentError
 
-__all__ = ["OPTION_NAMES", "PgSettings", "parse_settings"]
+__all__ = ["CONNECTION_DEFAULTS", "OPTION_NAMES", "PgSettings", "parse_settings"]
 
 _INT_MAX = 2**31 - 1
 WAKE_MODES = ("coalesce", "on", "off")
@@ -32,6 +33,30 @@ OPTION_NAMES = {
     "prepare": "on (default) or off: no server-side prepared statements (PgBouncer)",
     "migrate": "on (default): connect() creates or upgrades the schema; off: it only checks it",
 }
+
+
+# libpq parameters set unless the URL (or, for connect_timeout, PGCONNECT_TIMEOUT) sets
+# them (docs/postgres.md, "Connection defaults"). Without them a cut network leaves a
+# statement waiting for the kernel's retransmissions (~15 min) and an idle connection
+# dead forever: with them a dead peer fails the connection in about 10 s.
+CONNECTION_DEFAULTS = {
+    "connect_timeout": "5",  # seconds for a connection attempt
+    "keepalives": "1",
+    "keepalives_idle": "5",  # an idle connection is probed after 5 s of silence,
+    "keepalives_interval": "2",  # every 2 s,
+    "keepalives_count": "3",  # and dropped after 3 unanswered probes (~11 s)
+    "tcp_user_timeout": "10000",  # ms: data unacknowledged this long drops the connection
+}
+_DEFAULT_FROM_ENV = {"connect_timeout": "PGCONNECT_TIMEOUT"}
+
+
+def _with_defaults(libpq: list[tuple[str, str]], keywords: frozenset[str]) -> None:
+    given = {key for key, _ in libpq}
+    for key, value in CONNECTION_DEFAULTS.items():
+        env = _DEFAULT_FROM_ENV.get(key)
+        if key in given or key not in keywords or (env is not None and os.environ.get(env)):
+            continue
+        libpq.append((key, value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +127,7 @@ def parse_settings(url: str, options: dict[str, Any]) -> PgSettings:
             f"{sorted(OPTION_NAMES)}, and the URL may carry libpq parameters"
         )
     ours.update(options)
+    _with_defaults(libpq, keywords)
     conninfo = urlunsplit(parts._replace(query=urlencode(libpq)))
 
     wake = str(ours.get("wake", "coalesce")).lower()

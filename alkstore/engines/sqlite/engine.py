@@ -27,9 +27,8 @@ from alkstore.core.limited_claim import limited_claim
 from alkstore.core.options import Stamps
 from alkstore.core.results import RESULTS_CHANNEL
 from alkstore.core.steps import Rows, run_steps_sync
-from alkstore.core.tables import COPIED_TABLES
-from alkstore.core.tables import table as copied_table
 from alkstore.engine import NoteSink
+from alkstore.engines.sqlite.copying import SqliteCopying
 from alkstore.engines.sqlite.flowcontrol import SqliteFlowControl, claim_steps
 from alkstore.engines.sqlite.inserts import insert_debounced, insert_jobs, insert_keyed
 from alkstore.engines.sqlite.listener import Listener, listen_locally
@@ -42,7 +41,7 @@ __all__ = ["SqliteEngine"]
 log = logging.getLogger("alkstore.sqlite")
 
 
-class SqliteEngine(SqliteFlowControl):
+class SqliteEngine(SqliteFlowControl, SqliteCopying):
     """Storage on one SQLite file, shared safely by many processes on one machine."""
 
     name = "sqlite"
@@ -166,6 +165,33 @@ class SqliteEngine(SqliteFlowControl):
 
     async def ack_many(self, items: Sequence[tuple[str, int, int]]) -> set[tuple[int, int]]:
         return await self._write_call(self._ack_unit, items)
+
+    def _ack_receipted_unit(
+        self,
+        conn: sqlite3.Connection,
+        items: Sequence[tuple[str, int, int]],
+        owner: str,
+        token: str,
+    ) -> set[tuple[int, int]]:
+        """``_ack_unit`` plus the receipt, in its transaction (see ``ack_receipted``
+        in queries.sql): SQLite's single writer makes read-then-write race-free."""
+        deleted = {job_id for job_id, _ in self._ack_unit(conn, items)}
+        refused = {job_id for _, job_id, _ in items if job_id not in deleted}
+        before = conn.execute(Q["ack_receipt"], {"owner": owner}).fetchone()
+        if before is not None and before[0] == token:  # a retry: an earlier attempt committed
+            refused &= set(json.loads(before[1]))
+        params = {"owner": owner, "token": token, "refused": json.dumps(sorted(refused))}
+        conn.execute(Q["put_ack_receipt"], {**params, "now": self._clock()})
+        return {(job_id, attempts) for _, job_id, attempts in items if job_id not in refused}
+
+    async def ack_receipted(
+        self, items: Sequence[tuple[str, int, int]], owner: str, token: str
+    ) -> set[tuple[int, int]]:
+        return await self._write_call(self._ack_receipted_unit, items, owner, token)
+
+    async def drop_ack_receipts(self, owner: str, older_s: float) -> None:
+        params = {"owner": owner, "older_s": older_s, "now": self._clock()}
+        await self._rowcount("drop_ack_receipts", params)
 
     def _freeing_unit(self, conn: sqlite3.Connection, name: str, params: dict[str, Any]) -> bool:
         """A fenced outcome that frees the job's slot (retry, release)."""
@@ -379,41 +405,6 @@ class SqliteEngine(SqliteFlowControl):
             ]
 
         return await self._call(self._read, read)
-
-    # -- store copy (alkstore/copy.py) ---------------------------------------------
-    async def copy_counts(self) -> dict[str, int]:
-        row = await self._fetchone("copy_counts", {})
-        assert row is not None
-        return {spec.name: n for spec, n in zip(COPIED_TABLES, row, strict=True)}
-
-    async def copy_read(self, table: str, after: Sequence[Any], limit: int) -> list[Row]:
-        spec = copied_table(table)
-        bools = [i for i, kind in enumerate(spec.kinds()) if kind == "bool"]
-
-        def read(conn: sqlite3.Connection) -> list[Row]:
-            rows = conn.execute(Q[f"copy_read_{table[4:]}"], (*after, limit)).fetchall()
-            if not bools:
-                return rows
-            return [tuple(bool(v) if i in bools else v for i, v in enumerate(r)) for r in rows]
-
-        return await self._call(self._read, read)
-
-    async def copy_write(self, table: str, rows: Sequence[Row]) -> None:
-        copied_table(table)  # only a copied table's own query
-        query = Q[f"copy_write_{table[4:]}"]
-        await self._write_call(lambda conn: conn.executemany(query, rows))
-
-    async def last_job_id(self) -> int:
-        row = await self._fetchone("copy_last_id", {})
-        assert row is not None
-        return int(row[0])
-
-    async def advance_job_ids(self, last: int) -> None:
-        def advance(conn: sqlite3.Connection) -> None:
-            conn.execute(Q["copy_advance_ids"], (last,))
-            conn.execute(Q["copy_start_ids"], (last,))
-
-        await self._write_call(advance)
 
     # -- live workers and outcome history -------------------------------------------
     async def upsert_worker(

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import psycopg
 import pytest
@@ -29,6 +30,7 @@ from alkstore import (
     InvalidNameError,
 )
 from alkstore.engines.postgres import SCHEMA_VERSION, PostgresEngine, migrate
+from alkstore.engines.postgres.settings import CONNECTION_DEFAULTS
 
 WORKERS = Path(__file__).with_name("pg_workers.py")
 
@@ -482,7 +484,24 @@ def test_pool_size_comes_from_the_url_and_alkstore_options_never_reach_libpq(
     )
     assert (engine.settings.pool_min, engine.settings.pool_max) == (2, 9)  # keywords win
     assert engine.settings.wake == "off"
-    assert engine.settings.conninfo.endswith("?connect_timeout=5")
+    assert "?connect_timeout=5&keepalives=1&" in engine.settings.conninfo  # defaults after
+
+
+def test_connection_defaults_bound_a_dead_network_and_the_url_overrides_them(
+    pg_url: str,
+) -> None:
+    def params(url: str) -> dict[str, str]:
+        conninfo = PostgresEngine.from_url(url, "s", {}).settings.conninfo
+        return dict(parse_qsl(urlsplit(conninfo).query))
+
+    assert params(pg_url) == CONNECTION_DEFAULTS
+    mine = params(pg_url + "?tcp_user_timeout=0&keepalives=0&connect_timeout=30")
+    assert mine == {
+        **CONNECTION_DEFAULTS,
+        "tcp_user_timeout": "0",
+        "keepalives": "0",
+        "connect_timeout": "30",
+    }
 
 
 async def test_every_operation_after_close_raises_store_closed(pg_url: str, schema: str) -> None:

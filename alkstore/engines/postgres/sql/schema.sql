@@ -203,6 +203,17 @@ CREATE TABLE {schema}.alk_queues (
     aging_s               double precision CHECK (aging_s > 0)
 );
 
+-- Schema version 6: ack receipts (migration 0006_ack_receipts).
+-- One row per acking worker, overwritten by each of its ack batches in the
+-- batch's own transaction: which batch (token, kept by its retries) and which
+-- of its job ids no attempt deleted (docs/contract.md, "Ack receipts").
+CREATE TABLE {schema}.alk_ack_receipts (
+    owner   text        PRIMARY KEY,
+    token   text        NOT NULL,
+    refused bigint[]    NOT NULL,
+    at      timestamptz NOT NULL
+);
+
 -- Schema version 7: fair queues, priority aging, debounce (migration 0007_fair_queues).
 
 -- One PENDING job per debounce key: a claimed job leaves the index, so the next

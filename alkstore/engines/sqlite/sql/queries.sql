@@ -287,6 +287,22 @@ WHERE (id, queue, attempts) IN (
   AND +state = 'processing' AND +claim_expires_at >= :now
 RETURNING id, attempts, queue;
 
+-- name: ack_receipt
+-- The acking worker's receipt (docs/contract.md, "Ack receipts"), read in the
+-- ack batch's own write transaction.
+SELECT token, refused FROM alk_ack_receipts WHERE owner = :owner;
+
+-- name: put_ack_receipt
+INSERT INTO alk_ack_receipts (owner, token, refused, at)
+VALUES (:owner, :token, :refused, :now)
+ON CONFLICT (owner) DO UPDATE
+SET token = excluded.token, refused = excluded.refused, at = excluded.at;
+
+-- name: drop_ack_receipts
+-- A stopping worker's own receipt, and every receipt older than :older_s
+-- seconds (of workers that died; a live worker's next batch writes its row again).
+DELETE FROM alk_ack_receipts WHERE owner = :owner OR at < :now - :older_s;
+
 -- name: retry
 -- Fenced: back to pending at :run_at with the caller's error; claimant cleared.
 -- A claimed job has left its debounce key (a newer pending job may hold it).

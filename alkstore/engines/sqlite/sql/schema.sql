@@ -169,6 +169,17 @@ CREATE TABLE alk_queues (
     aging_s               REAL    CHECK (aging_s > 0)
 ) WITHOUT ROWID;
 
+-- Schema version 6: ack receipts (migration 0006_ack_receipts).
+-- One row per acking worker, overwritten by each of its ack batches in the
+-- batch's own transaction: which batch (token, kept by its retries) and the
+-- JSON array of its job ids no attempt deleted (docs/contract.md, "Ack receipts").
+CREATE TABLE alk_ack_receipts (
+    owner   TEXT PRIMARY KEY,
+    token   TEXT NOT NULL,
+    refused TEXT NOT NULL,
+    at      REAL NOT NULL
+) WITHOUT ROWID;
+
 -- Schema version 7: fair queues, priority aging, debounce (migration 0007_fair_queues).
 
 -- One PENDING job per debounce key (a claimed job leaves the index).

@@ -3,11 +3,12 @@ Django tasks of one alkstore backend until SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from alkstore.cli import worker_options
+from alkstore.cli.logs import setup_logging
 from alkstore.errors import AlkstoreError
 from alkstore.worker.runtime import redact_url
 
@@ -25,37 +26,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--backend", default="default", help="The TASKS alias to work (default: default)."
         )
-        parser.add_argument(
-            "--queue",
-            action="append",
-            dest="queues",
-            help="A queue to work (repeatable; default: the backend's QUEUES).",
-        )
-        parser.add_argument(
-            "--concurrency", type=int, default=8, help="Tasks run at once (default: 8)."
-        )
-        parser.add_argument(
-            "--grace",
-            type=float,
-            default=30.0,
-            help="Seconds running tasks get to finish on SIGTERM (default: 30).",
-        )
-        parser.add_argument(
-            "--poll-interval",
-            type=float,
-            default=1.0,
-            help="Seconds between re-polls when no wake arrives (default: 1).",
-        )
-        parser.add_argument(
-            "--worker-id", default=None, help="This worker's id (default: host:pid:…)."
-        )
-        parser.add_argument(
-            "--log-level",
-            default="INFO",
-            type=str.upper,
-            choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-            help="Log level of the worker's lines (default: INFO).",
-        )
+        # the same options as `alkstore worker`, from the one definition of them
+        worker_options.add_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         alias = options["backend"]
@@ -68,23 +40,15 @@ class Command(BaseCommand):
                 f"TASKS[{alias!r}] is {type(backend).__name__}, not "
                 "alkstore.contrib.django.AlkstoreBackend"
             )
-        queues = options["queues"] or sorted(backend.queues)
+        queues = options["queue"] or sorted(backend.queues)
         if not queues:
             raise CommandError(f"TASKS[{alias!r}] has no QUEUES: pass --queue NAME")
-        logging.basicConfig(
-            level=options["log_level"], format="%(asctime)s %(levelname)s %(message)s"
-        )
+        setup_logging(options["log_level"], options["log_format"])
         self.stdout.write(
             f"alkstore worker on {redact_url(backend.url)}, queues {', '.join(queues)}"
         )
         try:
-            code = backend.app.run_worker(
-                queues,
-                concurrency=options["concurrency"],
-                grace_s=options["grace"],
-                poll_interval_s=options["poll_interval"],
-                worker_id=options["worker_id"],
-            )
+            code = backend.app.run_worker(queues, **worker_options.worker_kwargs(options))
         except AlkstoreError as e:
             raise CommandError(str(e)) from None
         if code:

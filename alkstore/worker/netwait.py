@@ -1,0 +1,142 @@
+"""The worker's waits on the database, each bounded, and its reachability log lines.
+
+A cut network does not fail a statement: it waits for the kernel (minutes,
+without the connection defaults of docs/postgres.md). The worker never waits
+that long. Every database call it makes goes through :meth:`DbWaits.call`,
+which gives up after ``timeout_s`` (the call then fails like any database
+error: retried, or its claim left to lapse), after a few more seconds once the
+worker stops (a graceful stop does not hang on a dead connection), and at once
+when the stop is forced (a second signal ends the process whatever the network
+does); a call made after that, such as giving the jobs back, gets half a
+second. A call given up on is cancelled and left to finish in the background;
+its result is never used.
+
+The first failure after a success logs ``database unreachable`` once; the next
+success logs ``database reachable again after N s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+from alkstore.errors import EngineError, StoreClosedError
+
+__all__ = ["DB_WAIT_S", "STOPPING_WAIT_S", "DbWaits"]
+
+log = logging.getLogger("alkstore.worker")
+
+T = TypeVar("T")
+
+DB_WAIT_S = 5.0  # the longest a worker waits for one database call
+STOPPING_WAIT_S = 2.0  # once stopping, a call still in flight gets this much more
+FORCED_WAIT_S = 0.5  # a call made after a forced stop (the give-backs) gets this long
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # an abandoned call's error is not "never retrieved"
+
+
+class DbWaits:
+    """Bounded database calls of one worker, and whether the database answers."""
+
+    def __init__(self, worker_id: str, timeout_s: float = DB_WAIT_S) -> None:
+        self.worker_id = worker_id
+        self.timeout_s = timeout_s
+        self.down_since: float | None = None  # monotonic, while calls fail
+        self.last_ok = time.monotonic()
+        self._stopping: asyncio.Future[None] | None = None
+        self._forced: asyncio.Future[None] | None = None
+        self._stopped_at: float | None = None
+
+    def start(self) -> None:
+        """Bind to the running loop (called by ``Worker.run``)."""
+        loop = asyncio.get_running_loop()
+        self._stopping = loop.create_future()
+        self._forced = loop.create_future()
+        if self._stopped_at is not None:  # stopped before it ran
+            self._stopping.set_result(None)
+
+    def stopping(self, forced: bool) -> None:
+        """Shorten the waits in flight (``forced``: end them now)."""
+        if self._stopped_at is None:
+            self._stopped_at = time.monotonic()
+        for future, on in ((self._stopping, True), (self._forced, forced)):
+            if on and future is not None and not future.done():
+                future.set_result(None)
+
+    async def call(
+        self, op: Awaitable[T], what: str, timeout_s: float | None = None, *, judge: bool = True
+    ) -> T:
+        """Await ``op`` within the bounds; ``EngineError`` when given up on,
+        ``StoreClosedError`` when the stop was forced. ``judge``: its answer says
+        whether the database answers (not so for a wait that swallows errors)."""
+        stopping, forced = self._stopping, self._forced
+        assert stopping is not None and forced is not None
+        task = asyncio.ensure_future(op)
+        limit = self.timeout_s if timeout_s is None else timeout_s
+        after_force = forced.done()  # e.g. a give-back after the second signal: brief
+        if after_force:
+            limit = min(limit, FORCED_WAIT_S)
+            forced = asyncio.get_running_loop().create_future()  # never set: no abort
+        deadline = time.monotonic() + limit
+        cut_short = self._stopped_at is None  # started before the stop: shortened by it
+        try:
+            while not task.done() and not forced.done():
+                if cut_short and self._stopped_at is not None:
+                    deadline = min(deadline, self._stopped_at + STOPPING_WAIT_S)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                waits: set[asyncio.Future[Any]] = {task, forced}
+                if not stopping.done():
+                    waits.add(stopping)
+                await asyncio.wait(waits, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            task.cancel()
+            task.add_done_callback(_retrieve)
+            raise
+        if task.done():
+            return self._answer(task) if judge else task.result()
+        task.cancel()  # it ends in the background; its answer is not used
+        task.add_done_callback(_retrieve)
+        if forced.done():
+            raise StoreClosedError(f"worker {self.worker_id} is stopping now: {what} abandoned")
+        error = EngineError(f"no answer from the database in {limit:g}s ({what})")
+        self.failed(error)
+        raise error
+
+    def _answer(self, task: asyncio.Future[T]) -> T:
+        try:
+            result = task.result()
+        except EngineError as e:
+            self.failed(e)
+            raise
+        self.answered()
+        return result
+
+    def failed(self, error: BaseException) -> None:
+        """A database call failed: log the first failure of a run of them."""
+        if self.down_since is None:
+            self.down_since = time.monotonic()
+            log.warning(
+                "worker %s: database unreachable (%s); retrying, running handlers go on "
+                "until their claims lapse",
+                self.worker_id,
+                error,
+            )
+
+    def answered(self) -> None:
+        """A database call succeeded."""
+        now = time.monotonic()
+        self.last_ok = now
+        since = self.down_since
+        if since is not None:
+            self.down_since = None
+            log.warning(
+                "worker %s: database reachable again after %.1fs", self.worker_id, now - since
+            )
