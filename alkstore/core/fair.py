@@ -16,6 +16,9 @@ Steps (the engine adds the queue, its clock and the worker):
 - ``fair_cursors(window)`` → ``(key, vtime, weight)`` of the ``window`` keys of
   smallest ``vtime`` (PostgreSQL: locked, ``SKIP LOCKED``: two claimers never
   serve the same key at once)
+- ``fair_cursors_wait(window)`` → the same, waiting for cursors another claim
+  holds; asked only when ``fair_cursors`` gave none (few keys, all being served:
+  a short wait keeps the turns fair where taking the plain order would not)
 - ``fair_heads(keys, limits)`` → ``(key, id, live)``: up to ``limits[i]``
   claimable jobs of ``keys[i]`` in claim order; a key with none gives one row
   ``(key, None, live)``, ``live`` saying whether it still has any live job
@@ -23,10 +26,9 @@ Steps (the engine adds the queue, its clock and the worker):
 - ``fair_update(keys, vtimes, pruned)`` → nothing; new ``vtime`` per key, and
   the cursors of keys without live jobs dropped
 
-When the keys read give fewer than ``n`` jobs (few keys, keys another worker
-is serving at that moment, or jobs without a partition key), the rest of the
-claim is taken in the queue's plain order, so workers never idle behind each
-other's cursor locks.
+When the keys read give fewer than ``n`` jobs (their due work is all taken,
+or the jobs have no partition key), the rest of the claim is taken in the
+queue's plain order.
 """
 
 from __future__ import annotations
@@ -170,6 +172,8 @@ def advance(
 def fair_claim(n: int, partition_limit: int | None) -> Flow[Rows]:
     """Claim up to ``n`` jobs of a fair queue (within a per-partition limit, if any)."""
     read = yield ("fair_cursors", {"window": n + FAIR_SLACK})
+    if not read:  # every key is being served by another claim: wait for the first one
+        read = yield ("fair_cursors_wait", {"window": n + FAIR_SLACK})
     cursors = [Cursor(str(k), float(v), float(w)) for k, v, w in read]
     claimed: Rows = []
     busy: dict[str, int] | None = None

@@ -49,6 +49,8 @@ class _Fake:
 
     def step(self, name: str, params: dict[str, Any]) -> Rows:
         self.steps.append(name)
+        if name == "fair_cursors_wait":
+            return []
         if name == "fair_cursors":
             ordered = sorted(self.vtime, key=lambda k: (self.vtime[k], k))
             return [(k, self.vtime[k], 1.0) for k in ordered[: params["window"]]]

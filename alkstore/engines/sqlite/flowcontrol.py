@@ -34,6 +34,8 @@ def claim_steps(
             return [] if row is None else [(*row, now)]
         if name == "claim_ids":
             full["ids"] = json.dumps(params["ids"])
+        elif name == "fair_cursors_wait":  # the single writer: nothing to wait for
+            return []
         elif name == "fair_heads":
             return _heads(conn, full)
         elif name == "fair_update":

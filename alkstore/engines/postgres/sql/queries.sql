@@ -383,6 +383,23 @@ ORDER BY c.vtime, c.partition_key
 LIMIT %(window)s
 FOR UPDATE OF c SKIP LOCKED;
 
+-- name: fair_cursors_wait
+-- fair_cursors when it found every cursor locked: the :window keys of smallest
+-- vtime (read unlocked), then locked waiting for the claims holding them (a few
+-- keys, all being served: a short wait keeps the turns fair). Locked in key
+-- order, which no claim changes (vtime does), so waiters never deadlock; a
+-- SKIP LOCKED claimer never waits on a cursor.
+SELECT c.partition_key, c.vtime, COALESCE(w.weight, 1.0)
+FROM {schema}.alk_fair AS c
+LEFT JOIN {schema}.alk_fair_weights AS w
+       ON w.queue = c.queue AND w.partition_key = c.partition_key
+WHERE c.queue = %(queue)s
+  AND c.partition_key IN (SELECT f.partition_key FROM {schema}.alk_fair AS f
+                          WHERE f.queue = %(queue)s
+                          ORDER BY f.vtime, f.partition_key LIMIT %(window)s)
+ORDER BY c.partition_key
+FOR UPDATE OF c;
+
 -- name: fair_heads
 -- A fair claim, step 2: per key, its best :limits[i] claimable jobs (one probe
 -- of alk_jobs_fair, one of alk_jobs_partition for lapsed claims); a key with
