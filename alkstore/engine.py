@@ -117,6 +117,13 @@ class Engine(Protocol):
     async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
         """Insert one row per payload in one transaction, then wake the queue's channel."""
 
+    async def enqueue_debounced(
+        self, queue: str, payload: bytes, key: str, push: bool, stamps: Stamps
+    ) -> Enqueued:
+        """Insert a job holding debounce ``key``, or, if a pending job holds it, replace
+        that job's payload (and with ``push`` its run_at, from the stamps), atomically
+        against a claim; ``Enqueued(id, replaced)``. Wake the queue."""
+
     async def enqueue_keyed(
         self,
         queue: str,
@@ -231,6 +238,17 @@ class Engine(Protocol):
     ) -> None:
         """Upsert the queue's limits (replacing all of them, resetting the rate state);
         wake its channel at commit."""
+
+    async def set_fair(self, queue: str, fair: bool, weights: dict[str, float] | None) -> None:
+        """Upsert the queue's ``fair`` flag: on, seed a key cursor per partition key
+        with live jobs; off, drop them. ``weights`` (not None) replace the key
+        weights. Wake its channel at commit."""
+
+    async def fair_weights(self, queue: str) -> dict[str, float]:
+        """The queue's key weights (keys without one weigh 1)."""
+
+    async def set_aging(self, queue: str, aging_s: float | None) -> None:
+        """Upsert the queue's aging interval (``None``: no aging)."""
 
     async def subscribe(self, channels: Sequence[str], sink: NoteSink) -> None:
         """Start delivering notes of ``channels`` (store channels included) to ``sink``;

@@ -102,6 +102,11 @@ def _key_of(opts: object) -> str | None:
     return opts.dedupe_key if isinstance(opts, EnqueueOpts) else None
 
 
+def debounce_of(opts: object) -> str | None:
+    """``opts.debounce_key`` (None for anything but an EnqueueOpts)."""
+    return opts.debounce_key if isinstance(opts, EnqueueOpts) else None
+
+
 def window_of(opts: EnqueueOpts | None) -> float | None:
     return opts.dedupe_window_s if isinstance(opts, EnqueueOpts) else None
 
@@ -129,8 +134,12 @@ class Enqueuing:
         """Write one job and wake the queue's consumers (on commit); returns its id.
 
         With ``opts.dedupe_key`` a duplicate writes nothing and returns the existing
-        job's id (:meth:`enqueue_unique` also says whether it was one).
+        job's id (:meth:`enqueue_unique` also says whether it was one); with
+        ``opts.debounce_key`` a pending job of the key gets this payload instead
+        and its id is returned.
         """
+        if debounce_of(opts) is not None:
+            return (await self._debounced(payload, opts)).id
         if _key_of(opts) is not None:
             return (await self.enqueue_unique(payload, opts)).id
         writer = self._writer()
@@ -145,8 +154,27 @@ class Enqueuing:
 
         >>> got = await q.enqueue_unique({"order": 42}, EnqueueOpts(dedupe_key="order-42"))
         >>> got.duplicate      # True if a live job (or the window) already held the key
+
+        With ``opts.debounce_key``, ``duplicate`` says a pending job's payload was replaced.
         """
+        if debounce_of(opts) is not None:
+            return await self._debounced(payload, opts)
         return (await self.enqueue_many_unique((payload,), opts))[0]
+
+    async def _debounced(self, payload: object, opts: EnqueueOpts | None) -> Enqueued:
+        assert opts is not None and opts.debounce_key is not None
+        writer = self._writer()
+        if not hasattr(writer, "enqueue_debounced"):
+            raise InvalidArgumentError(
+                "debounce_key cannot be used inside store.transaction(): enqueue it outside"
+            )
+        stamps = self._resolve(opts)
+        if opts.debounce_s is not None:
+            stamps = stamps._replace(delay_s=float(opts.debounce_s), run_at=None)
+        data = payload if type(payload) is bytes else encode_payload(payload)
+        check_size("payload", len(data), self._limit())
+        push = opts.debounce_s is not None
+        return await writer.enqueue_debounced(self.name, data, opts.debounce_key, push, stamps)
 
     async def enqueue_many(
         self,
@@ -160,7 +188,7 @@ class Enqueuing:
         ``dedupe_keys`` gives each item its own key (None: none); each item is
         deduplicated on its own (``opts.dedupe_key`` applies one key to every item).
         """
-        if dedupe_keys is not None or _key_of(opts) is not None:
+        if dedupe_keys is not None or _key_of(opts) is not None or debounce_of(opts):
             got = await self.enqueue_many_unique(payloads, opts, dedupe_keys=dedupe_keys)
             return [item.id for item in got]
         writer = self._writer()
@@ -178,6 +206,11 @@ class Enqueuing:
         dedupe_keys: Iterable[str | None] | None = None,
     ) -> list[Enqueued]:
         """:meth:`enqueue_many`, answering ``Enqueued(id, duplicate)`` per item."""
+        if debounce_of(opts) is not None:
+            raise InvalidArgumentError(
+                f"debounce_key {debounce_of(opts)!r} keeps one pending job: enqueue it with "
+                "enqueue(), not in a batch"
+            )
         writer = self._writer()
         stamps = self._resolve(opts)
         data = encode_many(payloads, self._limit())

@@ -8,12 +8,13 @@ reads of it), so this module does not import the store.
 from __future__ import annotations
 
 import weakref
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from alkstore.admin import Admin
 from alkstore.consume import ClaimLoop
 from alkstore.core.dedupe import Enqueued
+from alkstore.core.fair import check_weights
 from alkstore.core.flow import CANCEL_NOTE, QueueSettings, Rate, check_limit, parse_rate
 from alkstore.core.job import ERROR_EXPIRED, ERROR_MAX_ATTEMPTS, Job, SweepResult, claim_order
 from alkstore.core.names import check_worker_id
@@ -22,6 +23,7 @@ from alkstore.core.results import JobOutcome
 from alkstore.engine import Engine, EngineTransaction, SupportsOutbox
 from alkstore.engine_door import engine_of
 from alkstore.enqueuing import (
+    debounce_of,
     JOB_ID_MAX,
     Enqueuing,
     OutboxWrite,
@@ -63,6 +65,8 @@ def prepare_outbox(
     """The outbox insert of ``payloads`` into ``queue``, checked and encoded (nothing
     written): the one preparation behind ``Queue.enqueue*_on`` and their blocking twins."""
     engine = engine_of(queue._store)
+    if debounce_of(opts) is not None:
+        raise InvalidArgumentError("debounce_key cannot be used with enqueue_on: use enqueue")
     if not isinstance(engine, SupportsOutbox):
         raise InvalidArgumentError(
             f"enqueue_on needs the PostgreSQL engine; this store is {engine.name}"
@@ -203,6 +207,37 @@ class Queue(Enqueuing):
             partition_concurrency,
             None if parsed is None else (parsed.n, parsed.period_s),
             burst,
+        )
+
+    async def set_fair(
+        self, fair: bool = True, *, weights: Mapping[str, float] | None = None
+    ) -> None:
+        """Claim this queue round-robin across its partition keys (``False``: in plain
+        claim order again), enforced in the claim on every worker.
+
+        ``weights`` (``{partition_key: weight}``, replacing the stored ones; a key
+        without one weighs 1): a key of weight 2 gets twice the turns of a key of
+        weight 1 while both have work. Priority still orders jobs within a key.
+
+        >>> await queue.set_fair(weights={"big-customer": 4})
+        """
+        engine = engine_of(self._store)
+        if not isinstance(fair, bool):
+            raise InvalidArgumentError(f"fair must be True or False, got {describe(fair)}")
+        await engine.set_fair(self.name, fair, check_weights(weights))
+
+    async def fair_weights(self) -> dict[str, float]:
+        """The stored key weights of this fair queue (keys without one weigh 1)."""
+        return await engine_of(self._store).fair_weights(self.name)
+
+    async def set_aging(self, aging_s: float | None) -> None:
+        """A due job waiting ``aging_s`` seconds counts one priority level higher, and one
+        more per further ``aging_s`` (``None``: no aging); applied by the sweep
+        (``sweep_expired``, run by every worker), so see docs/flow-control.md for the bound.
+        """
+        engine = engine_of(self._store)
+        await engine.set_aging(
+            self.name, None if aging_s is None else check_positive("aging_s", aging_s)
         )
 
     async def settings(self) -> QueueSettings:

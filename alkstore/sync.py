@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -252,6 +252,15 @@ class Queue(_Enqueuing):
                 burst=burst,
             )
         )
+
+    def set_fair(self, fair: bool = True, *, weights: Mapping[str, float] | None = None) -> None:
+        self._runner.run(self._async.set_fair(fair, weights=weights))
+
+    def fair_weights(self) -> dict[str, float]:
+        return self._runner.run(self._async.fair_weights())
+
+    def set_aging(self, aging_s: float | None) -> None:
+        self._runner.run(self._async.set_aging(aging_s))
 
     def settings(self) -> QueueSettings:
         return self._runner.run(self._async.settings())

@@ -99,10 +99,13 @@ class QueueSettings(NamedTuple):
     rate_period_s: float | None
     burst: int | None
     tat: float | None
+    fair: bool = False  # claims round-robin across partition keys (core/fair.py)
+    aging_s: float | None = None  # a due job gains a priority level per aging_s waited
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> QueueSettings:
-        q, paused, conc, pconc, count, period, burst, tat = row[:8]
+        """From a settings row: the eight limit columns, then ``fair`` and ``aging_s``."""
+        q, paused, conc, pconc, count, period, burst, tat, fair, aging = row[:10]
         return cls(
             q,
             bool(paused),
@@ -112,6 +115,8 @@ class QueueSettings(NamedTuple):
             None if period is None else float(period),
             burst,
             None if tat is None else float(tat),
+            bool(fair),
+            None if aging is None else float(aging),
         )
 
     @property

@@ -15,7 +15,7 @@ Steps (the engine adds the queue, the worker and its clock reading; each
 returns rows):
 
 - ``settings()`` → the settings row, with "now" (POSIX seconds) appended as
-  its ninth column; no row: the queue has no settings
+  its last column; no row: the queue has no settings
 - ``count_running()`` → ``[(unexpired claims,)]``
 - ``claim_candidates(window)`` → ``(id, partition_key)`` of the first
   ``window`` claimable jobs in claim order (after the engine's pre-claim sweep)
@@ -23,10 +23,16 @@ returns rows):
 - ``claim_ids(ids)`` → the claimed rows of those candidates
 - ``claim(n)`` → up to ``n`` claimed rows, in claim order
 - ``set_tat(tat)`` → nothing; the rate limiter's new state
+
+A fair queue (``QueueSettings.fair``) takes its admitted jobs through
+``core.fair``'s steps instead of ``claim`` / ``claim_candidates``. An engine
+need not serialise the claims of a fair queue that has no limits: its key
+cursors are locked one by one instead.
 """
 
 from __future__ import annotations
 
+from alkstore.core.fair import fair_claim
 from alkstore.core.flow import (
     CANDIDATE_WINDOW,
     Claimed,
@@ -50,10 +56,12 @@ def limited_claim(n: int) -> Flow[Claimed]:
     if not rows:
         return Claimed((yield ("claim", {"n": n})))
     settings = QueueSettings.from_row(rows[0])
-    now = float(rows[0][8])
+    now = float(rows[0][-1])
     if settings.paused:
         return Claimed([], settings.limited)
     if not settings.limited:
+        if settings.fair:
+            return Claimed((yield from fair_claim(n, None)))
         return Claimed((yield ("claim", {"n": n})))
     running = 0
     if settings.concurrency is not None:
@@ -61,7 +69,9 @@ def limited_claim(n: int) -> Flow[Claimed]:
         running = int(counted[0][0]) if counted else 0
     admission = admit(settings, now, running, n)
     claimed: Rows = []
-    if admission.n and settings.partition_concurrency is not None:
+    if admission.n and settings.fair:
+        claimed = yield from fair_claim(admission.n, settings.partition_concurrency)
+    elif admission.n and settings.partition_concurrency is not None:
         window = admission.n + CANDIDATE_WINDOW
         candidates = yield ("claim_candidates", {"window": window})
         busy = {key: int(count) for key, count in (yield ("running_partitions", {}))}

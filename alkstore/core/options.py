@@ -125,6 +125,14 @@ class EnqueueOpts:
     this key, another enqueue with it writes nothing and answers that job's
     id; with ``dedupe_window_s`` the key stays taken that many seconds after
     its first enqueue, whatever became of the job.
+
+    ``debounce_key``: one *pending* job per key; an enqueue with a key a
+    pending job holds replaces that job's payload (latest wins) instead of
+    adding a job, and with ``debounce_s`` pushes its start out to
+    ``debounce_s`` from now (the first enqueue also waits ``debounce_s``). A
+    job already claimed is never changed: the next enqueue creates the next
+    job. Not with ``dedupe_key``, ``delay_s`` or ``run_at`` when ``debounce_s``
+    is given.
     """
 
     priority: int | None = None
@@ -135,8 +143,11 @@ class EnqueueOpts:
     dedupe_key: str | None = None
     dedupe_window_s: float | None = None
     partition_key: str | None = None
+    debounce_key: str | None = None
+    debounce_s: float | None = None
 
     def __post_init__(self) -> None:
+        self._check_debounce()
         if self.dedupe_key is not None:
             check_dedupe_key("dedupe_key", self.dedupe_key)
         if self.dedupe_window_s is not None:
@@ -173,6 +184,23 @@ class EnqueueOpts:
             check_positive("expires_in_s", self.expires_in_s)
         if self.max_attempts is not None:
             check_attempts("max_attempts", self.max_attempts)
+
+    def _check_debounce(self) -> None:
+        if self.debounce_key is not None:
+            check_dedupe_key("debounce_key", self.debounce_key)
+            if self.dedupe_key is not None:
+                raise InvalidArgumentError(
+                    f"give dedupe_key or debounce_key, not both (got {self.dedupe_key!r} "
+                    f"and {self.debounce_key!r})"
+                )
+        if self.debounce_s is not None:
+            check_positive("debounce_s", self.debounce_s)
+            if self.debounce_key is None:
+                raise InvalidArgumentError(f"debounce_s={self.debounce_s!r} needs a debounce_key")
+            if self.delay_s is not None or self.run_at is not None:
+                raise InvalidArgumentError(
+                    "debounce_s sets when the job runs: give it without delay_s or run_at"
+                )
 
 
 class Stamps(NamedTuple):

@@ -70,10 +70,16 @@ _JOB_COLUMNS: tuple[tuple[str, Kind], ...] = (
     ("last_error", "text"),
     ("dedupe_key", "text"),
     ("partition_key", "text"),
+    ("debounce_key", "text"),
+    ("promoted_at", "time"),
 )
 
 _DEAD_COLUMNS: tuple[tuple[str, Kind], ...] = (
-    *(c for c in _JOB_COLUMNS if c[0] not in ("state", "dedupe_key", "partition_key")),
+    *(
+        c
+        for c in _JOB_COLUMNS
+        if c[0] not in ("state", "dedupe_key", "partition_key", "debounce_key", "promoted_at")
+    ),
     ("died_at", "time"),
     ("dedupe_key", "text"),
     ("partition_key", "text"),
@@ -92,6 +98,8 @@ COPIED_TABLES: tuple[Table, ...] = (
             ("rate_period_s", "float"),
             ("burst", "int"),
             ("tat", "float"),
+            ("fair", "bool"),
+            ("aging_s", "float"),
         ),
         1,
     ),
@@ -124,6 +132,16 @@ COPIED_TABLES: tuple[Table, ...] = (
         "alk_outcomes",
         (("queue", "text"), ("minute", "time"), ("outcome", "text"), ("count", "int")),
         3,
+    ),
+    Table(
+        "alk_fair",
+        (("queue", "text"), ("partition_key", "text"), ("vtime", "float")),
+        2,
+    ),
+    Table(
+        "alk_fair_weights",
+        (("queue", "text"), ("partition_key", "text"), ("weight", "float")),
+        2,
     ),
 )
 

@@ -1,9 +1,10 @@
 """Migration files: numbered scripts beside each engine's current ``schema.sql``.
 
-An engine package keeps ``sql/migrations/NNNN_name.sql`` (applied in order,
-numbered 1..n without gaps) and ``sql/schema.sql``, the schema every migration
-in order builds (a test compares the two catalogs). A script is split into
-statements on ``;`` outside quotes, ``$tag$`` bodies, comments and
+An engine package keeps ``sql/migrations/NNNN_name.sql`` (applied in number
+order; numbers are unique and ascend from 1, and may skip one a parallel
+branch reserved: a gap is allowed, a repeat is not) and ``sql/schema.sql``,
+the schema every migration in order builds (a test compares the two
+catalogs). A script is split into statements on ``;`` outside quotes, ``$tag$`` bodies, comments and
 trigger bodies (``BEGIN … END;``), so function bodies and literals such as
 ``'{}'::jsonb`` or ``'a;b'`` are kept whole.
 
@@ -118,8 +119,8 @@ def read_migrations(folder: Traversable) -> list[Migration]:
             )
     found.sort()
     versions = [m.version for m in found]
-    if versions != list(range(1, len(found) + 1)):
-        raise ValueError(f"migrations in {folder} are not numbered 1..n: {versions}")
+    if not versions or versions[0] < 1 or len(set(versions)) != len(versions):
+        raise ValueError(f"migrations in {folder} are not numbered uniquely from 1: {versions}")
     return found
 
 

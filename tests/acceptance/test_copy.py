@@ -82,6 +82,13 @@ async def _fill(store: alkstore.Store) -> dict[str, int]:
     await limited.enqueue({"n": "limited"})
     (h,) = await limited.claim_batch("w-old", 1)  # spends the rate: tat is set
     assert await h.ack()
+    fair = store.queue("fair")  # a key cursor and a weight, fairness and aging on
+    await fair.set_fair(weights={"t1": 2.5})
+    await fair.set_aging(30.0)
+    ids["fair"] = await fair.enqueue({"n": "fair"}, alkstore.EnqueueOpts(partition_key="t1"))
+    ids["debounced"] = await fair.enqueue(
+        {"n": "debounced"}, alkstore.EnqueueOpts(debounce_key="d1", debounce_s=600)
+    )
     books = Bookkeeping(store)
     await books.mark_schedule("nightly", 1_700_000_000.5, ids["delayed"])
     await books.record_outcomes([("mail", "success", 3), ("mail", "dead", 1)])

@@ -33,6 +33,8 @@ class Queue:
             s.get("rate_period_s"),
             s.get("burst"),
             self.tat,
+            s.get("fair", False),
+            s.get("aging_s"),
             NOW,
         )
 

@@ -27,8 +27,8 @@ def test_every_table_starts_below_any_key_and_names_its_columns_once() -> None:
 
 def test_canonical_rows_of_both_engines_digest_the_same() -> None:
     spec = table("alk_queues")
-    sqlite_row = ("q", 1, None, None, 10, 1.0, 4, 1_700_000_000.25)
-    postgres_row = ("q", True, None, None, 10, 1.0, 4, 1_700_000_000.25)
+    sqlite_row = ("q", 1, None, None, 10, 1.0, 4, 1_700_000_000.25, 1, 30.0)
+    postgres_row = ("q", True, None, None, 10, 1.0, 4, 1_700_000_000.25, True, 30.0)
     a, b = Digest(), Digest()
     a.add(canonical(spec, sqlite_row))
     b.add(canonical(spec, postgres_row))

@@ -7,7 +7,8 @@ whose CTEs commit together (see ``sql/queries.sql``). The pool, the side
 connections and the translation of driver errors are ``connections.py``'s;
 ``store.transaction()`` is ``transaction.py``'s, the enqueue on the caller's
 own connection ``outbox.py``'s and the inserts ``inserts.py``'s. A limited
-queue's claim is ``core.limited_claim``'s flow, run here in one transaction.
+or fair queue's claim is ``core.limited_claim``'s flow, run in one transaction
+by ``flowcontrol.py``, which also holds the queue settings.
 Wakes go out after commit from the waker's own connection (``waker.py``);
 LISTEN lives on the listener's own connection (``listener.py``).
 """
@@ -20,10 +21,10 @@ from typing import Any
 
 import psycopg
 
+from alkstore.core.aging import aging_sweep
 from alkstore.core.dedupe import Enqueued
 from alkstore.core.flow import Claimed
 from alkstore.core.job import Row
-from alkstore.core.limited_claim import limited_claim
 from alkstore.core.options import Stamps
 from alkstore.core.results import RESULTS_CHANNEL
 from alkstore.core.steps import Rows, run_steps
@@ -32,11 +33,16 @@ from alkstore.core.tables import table as copied_table
 from alkstore.engine import NoteSink
 from alkstore.engines.postgres.connections import privilege_hint
 from alkstore.engines.postgres.copying import from_stored, to_stored
+from alkstore.engines.postgres.flowcontrol import PostgresFlowControl
 from alkstore.engines.postgres.health import PostgresHealth
-from alkstore.engines.postgres.inserts import insert_keyed, insert_params, returned_ids
+from alkstore.engines.postgres.inserts import (
+    insert_keyed,
+    insert_params,
+    insert_query,
+    returned_ids,
+)
 from alkstore.engines.postgres.listener import Listener
 from alkstore.engines.postgres.migrator import SCHEMA_VERSION, migrate_connection
-from alkstore.engines.postgres.outbox import PostgresOutbox
 from alkstore.engines.postgres.settings import PgSettings
 from alkstore.engines.postgres.transaction import PostgresTransaction
 from alkstore.errors import EngineError, InvalidArgumentError
@@ -46,7 +52,7 @@ __all__ = ["SCHEMA_VERSION", "PostgresEngine", "migrate"]
 log = logging.getLogger("alkstore.postgres")
 
 
-class PostgresEngine(PostgresOutbox, PostgresHealth):
+class PostgresEngine(PostgresFlowControl, PostgresHealth):
     """Storage in one PostgreSQL schema, shared by any number of processes and machines."""
 
     name = "postgres"
@@ -63,7 +69,7 @@ class PostgresEngine(PostgresOutbox, PostgresHealth):
         mode = self.settings.wake
         try:
             async with pool.connection() as conn:
-                cur = await conn.execute(self.q["insert_jobs"], params)
+                cur = await conn.execute(self.q[insert_query(stamps)], params)
                 ids = returned_ids(await cur.fetchall())
                 if mode == "on":  # the naive baseline: one awaited wake per enqueue
                     try:
@@ -75,6 +81,18 @@ class PostgresEngine(PostgresOutbox, PostgresHealth):
         if mode == "coalesce":
             self.send_wake(queue)
         return ids
+
+    async def enqueue_debounced(
+        self, queue: str, payload: bytes, key: str, push: bool, stamps: Stamps
+    ) -> Enqueued:
+        params = self.timed(insert_params(queue, [payload], stamps))
+        del params["payloads"]
+        params.update(payload=payload, key=key, push=push)
+        name = "insert_debounced" if stamps.partition_key is None else "insert_debounced_fair"
+        row = await self._fetchone(name, params)
+        assert row is not None
+        self.send_wake(queue)
+        return Enqueued(int(row[0]), bool(row[1]))
 
     async def enqueue_keyed(
         self,
@@ -114,8 +132,9 @@ class PostgresEngine(PostgresOutbox, PostgresHealth):
             "gated": True,
         }
         rows = await self._fetchall("claim", params)
-        if rows and rows[-1][0] is None:  # the marker row: a limited queue
-            claimed = await self._claim_locked(queue, worker_id, n, exhausted_error)
+        if rows and rows[-1][0] is None:  # the marker row: a limited or fair queue
+            lock = rows[-1][3] == "limited"
+            claimed = await self._claim_locked(queue, worker_id, n, exhausted_error, lock)
             if claimed.limited:
                 self._limited.add(queue)
             return claimed
@@ -126,34 +145,6 @@ class PostgresEngine(PostgresOutbox, PostgresHealth):
         """After an outcome committed: wake the limited ones of ``queues`` (coalesced)."""
         for queue in queues & self._limited:
             self.send_wake(queue)
-
-    async def _claim_locked(
-        self, queue: str, worker_id: str, n: int, exhausted_error: str
-    ) -> Claimed:
-        """A limited queue's claim (``core.limited_claim``): one transaction holding its
-        settings row FOR UPDATE, so the count of running jobs and the rate are read and
-        spent race-free."""
-        pool = self.check_open()
-        q = self.q
-        key = self.timed({"queue": queue})
-        claim = {**key, "worker": worker_id, "exhausted_error": exhausted_error, "gated": False}
-        try:
-            async with pool.connection() as conn, conn.transaction():
-
-                async def step(name: str, params: dict[str, Any]) -> Rows:
-                    if name == "settings":
-                        cur = await conn.execute(q["lock_settings"], key)
-                    elif name in ("claim", "claim_ids"):
-                        cur = await conn.execute(q[name], {**claim, **params}, binary=True)
-                    else:
-                        if name == "claim_candidates":  # the pre-claim sweep first
-                            await conn.execute(q["claim"], {**claim, "n": 0})
-                        cur = await conn.execute(q[name], {**key, **params})
-                    return await cur.fetchall() if cur.description is not None else []
-
-                return await run_steps(limited_claim(n), step)
-        except psycopg.Error as e:
-            raise await self.failure(e, "claim") from e
 
     async def ack_many(self, items: Sequence[tuple[str, int, int]]) -> set[tuple[int, int]]:
         if len(items) == 1:
@@ -259,6 +250,11 @@ class PostgresEngine(PostgresOutbox, PostgresHealth):
         params = {"queue": queue, "retention": retention_s, "expired_error": expired_error}
         row = await self._fetchone("sweep", params)
         assert row is not None
+
+        async def step(name: str, extra: dict[str, Any]) -> Rows:
+            return list(await self._fetchall(name, {"queue": queue, **extra}))
+
+        await run_steps(aging_sweep(), step)  # priority aging, if the queue has it
         return int(row[0]), int(row[1]), int(row[2]), int(row[3])
 
     async def next_wake_in(self, queue: str) -> float | None:
@@ -285,40 +281,6 @@ class PostgresEngine(PostgresOutbox, PostgresHealth):
     async def wake(self, channel: str) -> None:
         self.check_open()
         self.send_wake(channel)
-
-    # -- queue settings: pause and limits -----------------------------------------------
-    async def queue_settings(self, queue: str | None) -> list[Row]:
-        if queue is None:
-            return await self._fetchall("all_queue_settings", {})
-        return await self._fetchall("queue_settings", {"queue": queue})
-
-    async def set_paused(self, queue: str, paused: bool) -> None:
-        await self._fetchall("set_paused", {"queue": queue, "paused": paused})
-        if paused:
-            pool = self.check_open()
-            try:
-                async with pool.connection() as conn, conn.transaction():
-                    await conn.execute(self.q["await_claims"])
-            except psycopg.Error as e:
-                raise await self.failure(e, "pause") from e
-
-    async def set_limits(
-        self,
-        queue: str,
-        concurrency: int | None,
-        partition_concurrency: int | None,
-        rate: tuple[int, float] | None,
-        burst: int | None,
-    ) -> None:
-        params = {
-            "queue": queue,
-            "concurrency": concurrency,
-            "partition_concurrency": partition_concurrency,
-            "rate_count": None if rate is None else rate[0],
-            "rate_period_s": None if rate is None else rate[1],
-            "burst": burst,
-        }
-        await self._fetchall("set_limits", params)
 
     async def subscribe(self, channels: Sequence[str], sink: NoteSink) -> None:
         self.check_open()

@@ -18,7 +18,7 @@ from alkstore.core.options import Stamps
 from alkstore.core.steps import Rows, run_steps
 from alkstore.engines.postgres.connections import Conn
 
-__all__ = ["insert_keyed", "insert_params", "returned_ids", "step_params"]
+__all__ = ["insert_keyed", "insert_params", "insert_query", "returned_ids", "step_params"]
 
 
 def insert_params(queue: str, payloads: Sequence[bytes], stamps: Stamps) -> dict[str, Any]:
@@ -37,6 +37,12 @@ def insert_params(queue: str, payloads: Sequence[bytes], stamps: Stamps) -> dict
     }
 
 
+def insert_query(stamps: Stamps, keyed: bool = False) -> str:
+    """The insert's query name: a partition key's also keeps a fair queue's key cursor."""
+    name = "insert_keyed_jobs" if keyed else "insert_jobs"
+    return name + "_fair" if stamps.partition_key is not None else name
+
+
 _KEYED_STEPS = {
     "insert": "insert_keyed_jobs",
     "take_windows": "take_windows",
@@ -53,7 +59,7 @@ def step_params(
     if name == "insert":
         full = insert_params(queue, params["payloads"], stamps)
         full["keys"] = params["keys"]
-        return _KEYED_STEPS[name], full
+        return insert_query(stamps, keyed=True), full
     return _KEYED_STEPS[name], {"queue": queue, **params}
 
 

@@ -24,6 +24,7 @@ from alkstore.engines.postgres.connections import PostgresConnections
 from alkstore.engines.postgres.inserts import (
     insert_keyed,
     insert_params,
+    insert_query,
     returned_ids,
     step_params,
 )
@@ -47,7 +48,7 @@ class PostgresOutbox(PostgresConnections):
             # cursor_factory or row_factory the caller's connection was given.
             async with psycopg.AsyncCursor(conn, row_factory=tuple_row) as cur:
                 params = self.timed(insert_params(queue, payloads, stamps))
-                await cur.execute(self.q["insert_jobs"], params)
+                await cur.execute(self.q[insert_query(stamps)], params)
                 return returned_ids(await cur.fetchall())
         except psycopg.Error as e:
             raise EngineError(f"PostgreSQL error in enqueue_on: {e}") from e
@@ -62,7 +63,7 @@ class PostgresOutbox(PostgresConnections):
         try:
             with psycopg.Cursor(conn, row_factory=tuple_row) as cur:
                 cur.execute(
-                    self.q["insert_jobs"], self.timed(insert_params(queue, payloads, stamps))
+                    self.q[insert_query(stamps)], self.timed(insert_params(queue, payloads, stamps))
                 )
                 return returned_ids(cur.fetchall())
         except psycopg.Error as e:

@@ -13,7 +13,12 @@ from alkstore.core.dedupe import Enqueued
 from alkstore.core.job import Row
 from alkstore.core.options import Stamps
 from alkstore.engines.postgres.connections import Conn
-from alkstore.engines.postgres.inserts import insert_keyed, insert_params, returned_ids
+from alkstore.engines.postgres.inserts import (
+    insert_keyed,
+    insert_params,
+    insert_query,
+    returned_ids,
+)
 from alkstore.engines.postgres.protocols import TransactionHost
 from alkstore.errors import StoreClosedError
 
@@ -49,7 +54,7 @@ class PostgresTransaction:
         host = self._host
         try:
             cur = await conn.execute(
-                host.q["insert_jobs"], host.timed(insert_params(queue, payloads, stamps))
+                host.q[insert_query(stamps)], host.timed(insert_params(queue, payloads, stamps))
             )
             ids = returned_ids(await cur.fetchall())
         except psycopg.Error as e:

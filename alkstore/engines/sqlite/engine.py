@@ -6,8 +6,9 @@ group commit, the fair busy retries and the wake notes are
 ``connections.py``'s, the inserts ``inserts.py``'s and ``store.transaction()``
 ``transaction.py``'s. Wakes are rows of the notes table, written in the
 operation's own transaction (``listener.py`` reads them); a committed note
-also pokes this process's listeners at once. A limited queue's claim is
-``core.limited_claim``'s flow, run here in the claim's write unit.
+also pokes this process's listeners at once. Every claim is
+``core.limited_claim``'s flow, run in the claim's write unit with
+``flowcontrol.py``'s steps; that module also holds the queue settings.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from alkstore.core.aging import aging_sweep
 from alkstore.core.dedupe import Enqueued
 from alkstore.core.flow import RECLAIMED_NOTE, Claimed
 from alkstore.core.job import Row
@@ -27,8 +29,9 @@ from alkstore.core.results import RESULTS_CHANNEL
 from alkstore.core.steps import Rows, run_steps_sync
 from alkstore.engine import NoteSink
 from alkstore.engines.sqlite.copying import SqliteCopying
+from alkstore.engines.sqlite.flowcontrol import SqliteFlowControl, claim_steps
 from alkstore.engines.sqlite.health import SqliteHealth
-from alkstore.engines.sqlite.inserts import insert_jobs, insert_keyed
+from alkstore.engines.sqlite.inserts import insert_debounced, insert_jobs, insert_keyed
 from alkstore.engines.sqlite.listener import Listener, listen_locally
 from alkstore.engines.sqlite.migrator import QUERIES as Q
 from alkstore.engines.sqlite.transaction import SqliteTransaction
@@ -39,7 +42,7 @@ __all__ = ["SqliteEngine"]
 log = logging.getLogger("alkstore.sqlite")
 
 
-class SqliteEngine(SqliteCopying, SqliteHealth):
+class SqliteEngine(SqliteFlowControl, SqliteCopying, SqliteHealth):
     """Storage on one SQLite file, shared safely by many processes on one machine."""
 
     name = "sqlite"
@@ -60,6 +63,24 @@ class SqliteEngine(SqliteCopying, SqliteHealth):
 
     async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
         return await self._write_call(self._enqueue_unit, queue, payloads, stamps)
+
+    def _debounced_unit(
+        self,
+        conn: sqlite3.Connection,
+        queue: str,
+        payload: bytes,
+        key: str,
+        push: bool,
+        stamps: Stamps,
+    ) -> Enqueued:
+        result = insert_debounced(conn, queue, payload, key, push, stamps, self._clock())
+        self.write_note(conn, queue, "")
+        return result
+
+    async def enqueue_debounced(
+        self, queue: str, payload: bytes, key: str, push: bool, stamps: Stamps
+    ) -> Enqueued:
+        return await self._write_call(self._debounced_unit, queue, payload, key, push, stamps)
 
     def _enqueue_keyed_unit(
         self,
@@ -96,7 +117,7 @@ class SqliteEngine(SqliteCopying, SqliteHealth):
         if conn.execute(Q["sweep_exhausted_copy"], params).rowcount:
             conn.execute(Q["sweep_exhausted_delete"], params)
         lapsed = {row[0] for row in conn.execute(Q["lapsed_ids"], params)}
-        claimed = run_steps_sync(limited_claim(n), self._claim_steps(conn, queue, worker, now))
+        claimed = run_steps_sync(limited_claim(n), claim_steps(conn, queue, worker, now))
         for row in claimed.rows:
             if row[0] in lapsed:
                 self.write_note(conn, queue, f"{RECLAIMED_NOTE}{row[0]}:{row[7]}")
@@ -107,24 +128,6 @@ class SqliteEngine(SqliteCopying, SqliteHealth):
         else:
             self._limited.discard(queue)
         return claimed
-
-    @staticmethod
-    def _claim_steps(
-        conn: sqlite3.Connection, queue: str, worker: str, now: float
-    ) -> Callable[[str, dict[str, Any]], Rows]:
-        """The steps of ``core.limited_claim`` in this claim's write unit. The single
-        writer holds the database: the count and the claim are one unit."""
-
-        def step(name: str, params: dict[str, Any]) -> Rows:
-            full = {"queue": queue, "now": now, "worker": worker, **params}
-            if name == "settings":
-                row = conn.execute(Q["queue_settings"], full).fetchone()
-                return [] if row is None else [(*row, now)]
-            if name == "claim_ids":
-                full["ids"] = json.dumps(params["ids"])
-            return conn.execute(Q[name], full).fetchall()
-
-        return step
 
     async def claim(self, queue: str, worker_id: str, n: int, exhausted_error: str) -> Claimed:
         return await self._write_call(self._claim_unit, queue, worker_id, n, exhausted_error)
@@ -278,6 +281,12 @@ class SqliteEngine(SqliteCopying, SqliteHealth):
             purged = conn.execute(Q["purge_dead"], cutoff).rowcount
         results = conn.execute(Q["purge_results"], params).rowcount
         windows = conn.execute(Q["purge_windows"], params).rowcount
+
+        def step(name: str, extra: dict[str, Any]) -> Rows:
+            cur = conn.execute(Q[name], {"queue": queue, "now": now, **extra})
+            return cur.fetchall() if name == "aging_settings" else [(cur.rowcount,)]
+
+        run_steps_sync(aging_sweep(), step)  # priority aging, if the queue has it
         return expired, purged, results, windows
 
     async def sweep(
@@ -311,42 +320,6 @@ class SqliteEngine(SqliteCopying, SqliteHealth):
             await self.notify(channel, "")
         except EngineError as e:  # best-effort: the consumers' re-poll covers it
             log.warning("alkstore: wake on %r not sent: %s", channel, e)
-
-    # -- queue settings: pause and limits --------------------------------------------
-    async def queue_settings(self, queue: str | None) -> list[Row]:
-        if queue is None:
-            return await self._fetchall("all_queue_settings", {})
-        return await self._fetchall("queue_settings", {"queue": queue})
-
-    def _set_paused_unit(self, conn: sqlite3.Connection, queue: str, paused: bool) -> None:
-        conn.execute(Q["set_paused"], {"queue": queue, "paused": int(paused)})
-        if not paused:
-            self.write_note(conn, queue, "")
-
-    async def set_paused(self, queue: str, paused: bool) -> None:
-        await self._write_call(self._set_paused_unit, queue, paused)
-
-    def _set_limits_unit(self, conn: sqlite3.Connection, params: dict[str, Any]) -> None:
-        conn.execute(Q["set_limits"], params)
-        self.write_note(conn, params["queue"], "")
-
-    async def set_limits(
-        self,
-        queue: str,
-        concurrency: int | None,
-        partition_concurrency: int | None,
-        rate: tuple[int, float] | None,
-        burst: int | None,
-    ) -> None:
-        params = {
-            "queue": queue,
-            "concurrency": concurrency,
-            "partition_concurrency": partition_concurrency,
-            "rate_count": None if rate is None else rate[0],
-            "rate_period_s": None if rate is None else rate[1],
-            "burst": burst,
-        }
-        await self._write_call(self._set_limits_unit, params)
 
     def _max_note(self) -> int:
         return int(self._read(lambda conn: conn.execute(Q["max_note"]).fetchone()[0]))
@@ -411,6 +384,8 @@ class SqliteEngine(SqliteCopying, SqliteHealth):
         if row is None:
             return False
         conn.execute(Q["admin_requeue_delete"], params)
+        if row[1] is not None:  # back under its fair queue's key cursor
+            conn.execute(Q["fair_touch"], {"queue": row[0], "key": row[1]})
         self.write_note(conn, row[0], "")
         return True
 

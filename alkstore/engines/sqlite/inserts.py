@@ -18,7 +18,7 @@ from alkstore.core.options import Stamps
 from alkstore.core.steps import Rows, run_steps_sync
 from alkstore.engines.sqlite.migrator import QUERIES as Q
 
-__all__ = ["insert_jobs", "insert_keyed", "stamp_columns"]
+__all__ = ["insert_debounced", "insert_jobs", "insert_keyed", "stamp_columns", "touch_fair"]
 
 
 def stamp_columns(stamps: Stamps, now: float) -> tuple[Any, ...]:
@@ -37,11 +37,18 @@ def stamp_columns(stamps: Stamps, now: float) -> tuple[Any, ...]:
     )
 
 
+def touch_fair(conn: sqlite3.Connection, queue: str, stamps: Stamps) -> None:
+    """A fair queue's key cursor for the batch's partition key (``core.fair``)."""
+    if stamps.partition_key is not None:
+        conn.execute(Q["fair_touch"], {"queue": queue, "key": stamps.partition_key})
+
+
 def insert_jobs(
     conn: sqlite3.Connection, queue: str, payloads: Sequence[bytes], stamps: Stamps, now: float
 ) -> list[int]:
     """Insert one row per payload; their ids, in payload order."""
     rest = stamp_columns(stamps, now)
+    touch_fair(conn, queue, stamps)
     if len(payloads) == 1:
         return [conn.execute(Q["insert_job"], (queue, payloads[0], *rest)).lastrowid or 0]
     conn.executemany(Q["insert_job"], [(queue, p, *rest) for p in payloads])
@@ -49,6 +56,29 @@ def insert_jobs(
     # triggers, so the rows of this executemany got consecutive ids.
     last = conn.execute(Q["last_id"]).fetchone()[0]
     return list(range(last - len(payloads) + 1, last + 1))
+
+
+def insert_debounced(
+    conn: sqlite3.Connection,
+    queue: str,
+    payload: bytes,
+    key: str,
+    push: bool,
+    stamps: Stamps,
+    now: float,
+) -> Enqueued:
+    """The pending job of debounce ``key`` gets ``payload`` (and with ``push`` the new
+    run_at), or a new one holds the key. The single writer makes the look-up and
+    the write one step: no claim can come between them."""
+    rest = stamp_columns(stamps, now)
+    found = conn.execute(Q["debounce_pending"], {"queue": queue, "key": key}).fetchone()
+    if found is not None:
+        params = {"id": found[0], "payload": payload, "run_at": rest[1] if push else None}
+        conn.execute(Q["debounce_replace"], params)
+        return Enqueued(int(found[0]), True)
+    touch_fair(conn, queue, stamps)
+    cur = conn.execute(Q["insert_debounced"], (queue, payload, *rest, key))
+    return Enqueued(cur.lastrowid or 0, False)
 
 
 def insert_keyed(
@@ -62,6 +92,7 @@ def insert_keyed(
 ) -> list[Enqueued]:
     """The deduplicated insert on ``conn``, inside the transaction it holds."""
     rest = stamp_columns(stamps, now)
+    touch_fair(conn, queue, stamps)
 
     def step(name: str, params: dict[str, Any]) -> Rows:
         rows: Rows = []

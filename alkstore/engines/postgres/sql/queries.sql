@@ -53,6 +53,36 @@ SELECT %(queue)s::text, p, %(priority)s::integer,
 FROM unnest(%(payloads)b::bytea[]) AS p
 RETURNING id;
 
+-- name: insert_jobs_fair
+-- insert_jobs of a partition key: the same rows, and the key's cursor if the
+-- queue is fair (core/fair.py). A separate statement so a plain enqueue
+-- touches no table but alk_jobs (a producer role needs no more grants).
+-- One row per payload, in array order (nextval runs in the order unnest yields
+-- rows, so ids ascend with the payloads). The stamps are shared scalars;
+-- run_at and expires_at resolve against this statement's now().
+WITH inserted AS (
+    INSERT INTO {schema}.alk_jobs (queue, payload, priority, run_at, created_at, max_attempts,
+                                   visibility_timeout_s, retry_base_s, expires_at, partition_key)
+    SELECT %(queue)s::text, p, %(priority)s::integer,
+           COALESCE(%(run_at)s::timestamptz, {now} + make_interval(secs => %(delay)s::float8)),
+           {now}, %(max_attempts)s::integer, %(visibility)s::float8, %(retry_base)s::float8,
+           {now} + make_interval(secs => %(expires_in)s::float8), %(partition_key)s::text
+    FROM unnest(%(payloads)b::bytea[]) AS p
+    RETURNING id
+), touched AS (
+    -- a fair queue's key cursor for this batch's partition key (core/fair.py): a
+    -- new key starts at the queue's smallest vtime. DO UPDATE (a no-op) takes the
+    -- cursor's row lock, so a claim dropping the cursor as empty at this moment is
+    -- waited for, and the cursor is inserted again after it.
+    INSERT INTO {schema}.alk_fair AS c (queue, partition_key, vtime)
+    SELECT %(queue)s::text, %(partition_key)s::text,
+           COALESCE((SELECT min(vtime) FROM {schema}.alk_fair WHERE queue = %(queue)s), 0)
+    WHERE %(partition_key)s::text IS NOT NULL
+      AND EXISTS (SELECT 1 FROM {schema}.alk_queues WHERE queue = %(queue)s AND fair)
+    ON CONFLICT (queue, partition_key) DO UPDATE SET vtime = c.vtime WHERE false
+)
+SELECT id FROM inserted;
+
 -- name: insert_keyed_jobs
 -- insert_jobs with a dedupe key per row (NULL: none): the unique index
 -- alk_jobs_dedupe makes a row whose key a live job holds do nothing; a
@@ -69,6 +99,98 @@ FROM unnest(%(payloads)b::bytea[], %(keys)s::text[]) WITH ORDINALITY AS u(p, k, 
 ORDER BY u.n
 ON CONFLICT (queue, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
 RETURNING id, dedupe_key;
+
+-- name: insert_keyed_jobs_fair
+-- insert_keyed_jobs of a partition key: the same rows, and the key's cursor if the
+-- queue is fair (core/fair.py). A separate statement so a plain enqueue
+-- touches no table but alk_jobs (a producer role needs no more grants).
+-- insert_jobs with a dedupe key per row (NULL: none): the unique index
+-- alk_jobs_dedupe makes a row whose key a live job holds do nothing; a
+-- concurrent insert of the same key waits for the other transaction and then
+-- does nothing (or inserts, if that one rolled back). RETURNING says which got in.
+WITH inserted AS (
+    INSERT INTO {schema}.alk_jobs (queue, payload, priority, run_at, created_at, max_attempts,
+                                   visibility_timeout_s, retry_base_s, expires_at, partition_key,
+                                   dedupe_key)
+    SELECT %(queue)s::text, u.p, %(priority)s::integer,
+           COALESCE(%(run_at)s::timestamptz, {now} + make_interval(secs => %(delay)s::float8)),
+           {now}, %(max_attempts)s::integer, %(visibility)s::float8, %(retry_base)s::float8,
+           {now} + make_interval(secs => %(expires_in)s::float8), %(partition_key)s::text, u.k
+    FROM unnest(%(payloads)b::bytea[], %(keys)s::text[]) WITH ORDINALITY AS u(p, k, n)
+    ORDER BY u.n
+    ON CONFLICT (queue, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
+    RETURNING id, dedupe_key
+), touched AS (
+    -- a fair queue's key cursor for this batch's partition key (core/fair.py): a
+    -- new key starts at the queue's smallest vtime. DO UPDATE (a no-op) takes the
+    -- cursor's row lock, so a claim dropping the cursor as empty at this moment is
+    -- waited for, and the cursor is inserted again after it.
+    INSERT INTO {schema}.alk_fair AS c (queue, partition_key, vtime)
+    SELECT %(queue)s::text, %(partition_key)s::text,
+           COALESCE((SELECT min(vtime) FROM {schema}.alk_fair WHERE queue = %(queue)s), 0)
+    WHERE %(partition_key)s::text IS NOT NULL
+      AND EXISTS (SELECT 1 FROM {schema}.alk_queues WHERE queue = %(queue)s AND fair)
+    ON CONFLICT (queue, partition_key) DO UPDATE SET vtime = c.vtime WHERE false
+)
+SELECT id, dedupe_key FROM inserted;
+
+-- name: insert_debounced
+-- One pending job per debounce key (alk_jobs_debounce, over pending rows only):
+-- a new key inserts; a key a pending job holds replaces that job's payload and,
+-- with :debounce, pushes its run_at to now + :debounce. A job claimed meanwhile
+-- is not changed: the upsert waits for the claim's row lock, finds the row no
+-- longer pending (out of the index) and inserts the next job instead.
+-- RETURNING says which (xmax is set on a row this statement updated).
+WITH upserted AS (
+    INSERT INTO {schema}.alk_jobs AS j (queue, payload, priority, run_at, created_at,
+                                        max_attempts, visibility_timeout_s, retry_base_s,
+                                        expires_at, partition_key, debounce_key)
+    VALUES (%(queue)s::text, %(payload)b::bytea, %(priority)s::integer,
+            COALESCE(%(run_at)s::timestamptz, {now} + make_interval(secs => %(delay)s::float8)),
+            {now}, %(max_attempts)s::integer, %(visibility)s::float8, %(retry_base)s::float8,
+            {now} + make_interval(secs => %(expires_in)s::float8), %(partition_key)s::text,
+            %(key)s::text)
+    ON CONFLICT (queue, debounce_key) WHERE state = 'pending' AND debounce_key IS NOT NULL
+    DO UPDATE SET payload = excluded.payload,
+                  run_at = CASE WHEN %(push)s THEN excluded.run_at ELSE j.run_at END
+    RETURNING j.id, j.xmax <> 0 AS replaced
+)
+SELECT id, replaced FROM upserted;
+
+-- name: insert_debounced_fair
+-- insert_debounced of a partition key, keeping a fair queue's key cursor.
+-- One pending job per debounce key (alk_jobs_debounce, over pending rows only):
+-- a new key inserts; a key a pending job holds replaces that job's payload and,
+-- with :debounce, pushes its run_at to now + :debounce. A job claimed meanwhile
+-- is not changed: the upsert waits for the claim's row lock, finds the row no
+-- longer pending (out of the index) and inserts the next job instead.
+-- RETURNING says which (xmax is set on a row this statement updated).
+WITH upserted AS (
+    INSERT INTO {schema}.alk_jobs AS j (queue, payload, priority, run_at, created_at,
+                                        max_attempts, visibility_timeout_s, retry_base_s,
+                                        expires_at, partition_key, debounce_key)
+    VALUES (%(queue)s::text, %(payload)b::bytea, %(priority)s::integer,
+            COALESCE(%(run_at)s::timestamptz, {now} + make_interval(secs => %(delay)s::float8)),
+            {now}, %(max_attempts)s::integer, %(visibility)s::float8, %(retry_base)s::float8,
+            {now} + make_interval(secs => %(expires_in)s::float8), %(partition_key)s::text,
+            %(key)s::text)
+    ON CONFLICT (queue, debounce_key) WHERE state = 'pending' AND debounce_key IS NOT NULL
+    DO UPDATE SET payload = excluded.payload,
+                  run_at = CASE WHEN %(push)s THEN excluded.run_at ELSE j.run_at END
+    RETURNING j.id, j.xmax <> 0 AS replaced
+), touched AS (
+    -- a fair queue's key cursor for this batch's partition key (core/fair.py): a
+    -- new key starts at the queue's smallest vtime. DO UPDATE (a no-op) takes the
+    -- cursor's row lock, so a claim dropping the cursor as empty at this moment is
+    -- waited for, and the cursor is inserted again after it.
+    INSERT INTO {schema}.alk_fair AS c (queue, partition_key, vtime)
+    SELECT %(queue)s::text, %(partition_key)s::text,
+           COALESCE((SELECT min(vtime) FROM {schema}.alk_fair WHERE queue = %(queue)s), 0)
+    WHERE %(partition_key)s::text IS NOT NULL
+      AND EXISTS (SELECT 1 FROM {schema}.alk_queues WHERE queue = %(queue)s AND fair)
+    ON CONFLICT (queue, partition_key) DO UPDATE SET vtime = c.vtime WHERE false
+)
+SELECT id, replaced FROM upserted;
 
 -- name: live_keys
 SELECT dedupe_key, id FROM {schema}.alk_jobs
@@ -107,15 +229,16 @@ WHERE d.queue = %(queue)s AND d.dedupe_key = u.k;
 -- from the swept rows (attempts < max_attempts vs >=), so no row is touched twice.
 -- RETURNING order is not guaranteed: the engine sorts the rows in claim order.
 -- gate: the queue's settings row, if any. A paused queue claims nothing; a
--- limited one claims nothing here when :gated (the fast path) and returns one
--- marker row (id NULL, state 'limited') telling the engine to take the locked
--- path (claim_locked). An uncorrelated condition, so a one-time filter.
+-- limited or fair one claims nothing here when :gated (the fast path) and
+-- returns one marker row (id NULL, state 'limited', or 'fair' for a fair queue
+-- without limits) telling the engine to take the flow's path (claim_locked).
+-- An uncorrelated condition, so a one-time filter.
 WITH gate AS MATERIALIZED (
     SELECT paused, (concurrency IS NOT NULL OR partition_concurrency IS NOT NULL
-                    OR rate_count IS NOT NULL) AS limited
+                    OR rate_count IS NOT NULL) AS limited, fair
     FROM {schema}.alk_queues WHERE queue = %(queue)s
 ), open AS MATERIALIZED (
-    SELECT NOT EXISTS (SELECT 1 FROM gate WHERE paused OR (limited AND %(gated)s)) AS ok
+    SELECT NOT EXISTS (SELECT 1 FROM gate WHERE paused OR ((limited OR fair) AND %(gated)s)) AS ok
 ), swept AS (
     DELETE FROM {schema}.alk_jobs
     WHERE queue = %(queue)s AND state = 'processing' AND claim_expires_at < {now}
@@ -168,18 +291,19 @@ WITH gate AS MATERIALIZED (
 )
 SELECT * FROM claimed WHERE (SELECT count(*) FROM announced) >= 0
 UNION ALL
-SELECT NULL::bigint, NULL::text, NULL::bytea, 'limited'::text, NULL::integer,
+SELECT NULL::bigint, NULL::text, NULL::bytea,
+       CASE WHEN limited THEN 'limited' ELSE 'fair' END, NULL::integer,
        NULL::timestamptz, NULL::timestamptz, NULL::integer, NULL::integer, NULL::float8,
        NULL::float8, NULL::timestamptz, NULL::text, NULL::timestamptz, NULL::text,
        NULL::timestamptz, NULL::text
-FROM gate WHERE limited AND NOT paused AND %(gated)s;
+FROM gate WHERE (limited OR fair) AND NOT paused AND %(gated)s;
 
 -- name: lock_settings
 -- The locked path of a limited queue, step 1 (inside a transaction): the
 -- settings row FOR UPDATE, so this queue's claims run one at a time; the
 -- statements after it see every claim committed before the lock was granted.
 SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat,
-       EXTRACT(EPOCH FROM {now})::float8
+       fair, aging_s, EXTRACT(EPOCH FROM {now})::float8
 FROM {schema}.alk_queues WHERE queue = %(queue)s
 FOR UPDATE;
 
@@ -246,12 +370,131 @@ FROM claimed WHERE (SELECT count(*) FROM announced) >= 0;
 -- name: set_tat
 UPDATE {schema}.alk_queues SET tat = %(tat)s::float8 WHERE queue = %(queue)s;
 
+-- name: fair_cursors
+-- A fair claim, step 1 (core/fair.py): the :window key cursors of smallest
+-- vtime, walked in alk_fair_order and locked; a cursor another claim (or an
+-- enqueue touching it) holds is passed over, so two claims never serve one key.
+SELECT c.partition_key, c.vtime, COALESCE(w.weight, 1.0)
+FROM {schema}.alk_fair AS c
+LEFT JOIN {schema}.alk_fair_weights AS w
+       ON w.queue = c.queue AND w.partition_key = c.partition_key
+WHERE c.queue = %(queue)s
+ORDER BY c.vtime, c.partition_key
+LIMIT %(window)s
+FOR UPDATE OF c SKIP LOCKED;
+
+-- name: fair_cursors_wait
+-- fair_cursors when it found every cursor locked: the :window keys of smallest
+-- vtime (read unlocked), then locked waiting for the claims holding them (a few
+-- keys, all being served: a short wait keeps the turns fair). Locked in key
+-- order, which no claim changes (vtime does), so waiters never deadlock; a
+-- SKIP LOCKED claimer never waits on a cursor.
+SELECT c.partition_key, c.vtime, COALESCE(w.weight, 1.0)
+FROM {schema}.alk_fair AS c
+LEFT JOIN {schema}.alk_fair_weights AS w
+       ON w.queue = c.queue AND w.partition_key = c.partition_key
+WHERE c.queue = %(queue)s
+  AND c.partition_key IN (SELECT f.partition_key FROM {schema}.alk_fair AS f
+                          WHERE f.queue = %(queue)s
+                          ORDER BY f.vtime, f.partition_key LIMIT %(window)s)
+ORDER BY c.partition_key
+FOR UPDATE OF c;
+
+-- name: fair_heads
+-- A fair claim, step 2: per key, its best :limits[i] claimable jobs (one probe
+-- of alk_jobs_fair, one of alk_jobs_partition for lapsed claims); a key with
+-- none gives one row with id NULL and whether it still has live jobs.
+SELECT k.key, h.id,
+       h.id IS NULL AND (
+           EXISTS (SELECT 1 FROM {schema}.alk_jobs AS j
+                   WHERE j.queue = %(queue)s AND j.partition_key = k.key
+                     AND j.state = 'pending')
+           OR EXISTS (SELECT 1 FROM {schema}.alk_jobs AS j
+                      WHERE j.queue = %(queue)s AND j.partition_key = k.key
+                        AND j.state = 'processing'))
+FROM unnest(%(keys)s::text[], %(limits)s::integer[]) WITH ORDINALITY AS k(key, lim, ord)
+LEFT JOIN LATERAL (
+    SELECT arms.id, arms.priority, arms.run_at FROM (
+        (SELECT id, priority, run_at FROM {schema}.alk_jobs
+         WHERE queue = %(queue)s AND partition_key = k.key AND state = 'pending'
+           AND run_at <= {now} AND (expires_at IS NULL OR expires_at > {now})
+         ORDER BY priority DESC, run_at, id LIMIT k.lim)
+        UNION ALL
+        (SELECT id, priority, run_at FROM {schema}.alk_jobs
+         WHERE queue = %(queue)s AND partition_key = k.key AND state = 'processing'
+           AND claim_expires_at < {now} AND attempts < max_attempts
+           AND (expires_at IS NULL OR expires_at > {now})
+         ORDER BY priority DESC, run_at, id LIMIT k.lim)
+    ) AS arms
+    ORDER BY arms.priority DESC, arms.run_at, arms.id
+    LIMIT k.lim
+) AS h ON true
+ORDER BY k.ord, h.priority DESC, h.run_at, h.id;
+
+-- name: fair_update
+-- A fair claim, last step: the served keys' new vtime, and the cursors of keys
+-- without live jobs dropped (this claim holds their locks since fair_cursors).
+WITH moved AS (
+    UPDATE {schema}.alk_fair AS c SET vtime = u.v
+    FROM unnest(%(keys)s::text[], %(vtimes)s::float8[]) AS u(k, v)
+    WHERE c.queue = %(queue)s AND c.partition_key = u.k
+    RETURNING 1
+), dropped AS (
+    DELETE FROM {schema}.alk_fair AS c
+    WHERE c.queue = %(queue)s AND c.partition_key = ANY(%(pruned)s::text[])
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM dropped);
+
+-- name: set_fair
+-- Fairness on or off, in a transaction after await_claims (no enqueue is in
+-- flight while the cursors are seeded). On: a cursor for every key with live
+-- jobs (one scan of the queue's rows, here and never in a claim), each at the
+-- queue's smallest vtime. Off: the cursors go. Consumers are woken.
+WITH upsert AS (
+    INSERT INTO {schema}.alk_queues (queue, fair) VALUES (%(queue)s, %(fair)s)
+    ON CONFLICT (queue) DO UPDATE SET fair = excluded.fair
+    RETURNING queue, fair
+), seeded AS (
+    INSERT INTO {schema}.alk_fair (queue, partition_key, vtime)
+    SELECT DISTINCT %(queue)s::text, j.partition_key,
+           COALESCE((SELECT min(vtime) FROM {schema}.alk_fair WHERE queue = %(queue)s), 0)
+    FROM {schema}.alk_jobs AS j
+    WHERE j.queue = %(queue)s AND j.partition_key IS NOT NULL AND %(fair)s
+    ON CONFLICT (queue, partition_key) DO NOTHING
+    RETURNING 1
+), cleared AS (
+    DELETE FROM {schema}.alk_fair WHERE queue = %(queue)s AND NOT %(fair)s
+    RETURNING 1
+)
+SELECT pg_notify(queue, '') FROM upsert
+WHERE (SELECT count(*) FROM seeded) + (SELECT count(*) FROM cleared) >= 0;
+
+-- name: clear_weights
+-- set_weights, step 1 (one transaction with step 2): the old weights go.
+DELETE FROM {schema}.alk_fair_weights WHERE queue = %(queue)s;
+
+-- name: add_weights
+-- set_weights, step 2: the new ones (a key without a row weighs 1).
+INSERT INTO {schema}.alk_fair_weights (queue, partition_key, weight)
+SELECT %(queue)s::text, k, w FROM unnest(%(keys)s::text[], %(weights)s::float8[]) AS u(k, w);
+
+-- name: set_aging
+INSERT INTO {schema}.alk_queues (queue, aging_s) VALUES (%(queue)s, %(aging_s)s)
+ON CONFLICT (queue) DO UPDATE SET aging_s = excluded.aging_s;
+
+-- name: fair_weights
+SELECT partition_key, weight FROM {schema}.alk_fair_weights
+WHERE queue = %(queue)s ORDER BY partition_key;
+
 -- name: queue_settings
-SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat
+SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat,
+       fair, aging_s
 FROM {schema}.alk_queues WHERE queue = %(queue)s;
 
 -- name: all_queue_settings
-SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat
+SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat,
+       fair, aging_s
 FROM {schema}.alk_queues ORDER BY queue;
 
 -- name: set_paused
@@ -399,7 +642,8 @@ SELECT id, queue, state, NULL, last_error, attempts, NULL FROM {schema}.alk_jobs
 WHERE (%(queue)s::text IS NULL OR queue = %(queue)s::text) AND id = ANY(%(ids)s::bigint[]);
 
 -- name: retry
--- Fenced: back to pending at now() + :delay with the caller's error; claimant cleared.
+-- Fenced: back to pending at now() + :delay with the caller's error; claimant
+-- cleared. A claimed job has left its debounce key (a newer pending job may hold it).
 WITH fenced AS MATERIALIZED (
     SELECT id FROM {schema}.alk_jobs
     WHERE id = %(id)s AND queue = %(queue)s AND (state || '') = 'processing'
@@ -408,12 +652,14 @@ WITH fenced AS MATERIALIZED (
 )
 UPDATE {schema}.alk_jobs AS j
 SET state = 'pending', run_at = {now} + make_interval(secs => %(delay)s::float8),
-    last_error = %(error)s::text, worker_id = NULL, claim_expires_at = NULL
+    last_error = %(error)s::text, worker_id = NULL, claim_expires_at = NULL,
+    debounce_key = NULL
 FROM fenced WHERE j.id = fenced.id;
 
 -- name: release
 -- Fenced give-back with this attempt uncounted: a claim that never ran keeps
--- its place in line (:delay NULL), a snooze is due after :delay; last_error kept.
+-- its place in line (:delay NULL), a snooze is due after :delay; last_error
+-- kept; its debounce key dropped (as in retry).
 WITH fenced AS MATERIALIZED (
     SELECT id FROM {schema}.alk_jobs
     WHERE id = %(id)s AND queue = %(queue)s AND (state || '') = 'processing'
@@ -423,7 +669,7 @@ WITH fenced AS MATERIALIZED (
 UPDATE {schema}.alk_jobs AS j
 SET state = 'pending', attempts = j.attempts - 1,
     run_at = COALESCE({now} + make_interval(secs => %(delay)s::float8), j.run_at),
-    worker_id = NULL, claim_expires_at = NULL
+    worker_id = NULL, claim_expires_at = NULL, debounce_key = NULL
 FROM fenced WHERE j.id = fenced.id;
 
 -- name: dead_letter
@@ -521,6 +767,40 @@ WITH expired AS (
 )
 SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM purged),
        (SELECT count(*) FROM results), (SELECT count(*) FROM windows);
+
+-- name: aging_settings
+-- Priority aging (core/aging.py), step 1: the queue's interval and its top due
+-- priority (the front of alk_jobs_claim).
+SELECT s.aging_s,
+       (SELECT max(priority) FROM {schema}.alk_jobs
+        WHERE queue = %(queue)s AND state = 'pending' AND run_at <= {now})
+FROM {schema}.alk_queues AS s
+WHERE s.queue = %(queue)s AND s.aging_s IS NOT NULL;
+
+-- name: promote
+-- Priority aging, step 2: each due pending job below :top that has waited k >= 1
+-- intervals since it became due or was last promoted gains k levels, at most
+-- to :cap; its promotion time moves on by k intervals (the rest still counts).
+-- Walks the entries of alk_jobs_claim below :top. A job claimed meanwhile is
+-- left alone (state re-checked on the locked row).
+WITH waited AS MATERIALIZED (
+    SELECT id,
+           LEAST(floor(EXTRACT(EPOCH FROM ({now} - GREATEST(promoted_at, run_at)))
+                       / %(aging_s)s::float8), 1000000000)::bigint AS levels
+    FROM {schema}.alk_jobs
+    WHERE queue = %(queue)s AND state = 'pending' AND priority < %(top)s::integer
+      AND run_at <= {now} - make_interval(secs => %(aging_s)s::float8)
+      AND GREATEST(promoted_at, run_at) <= {now} - make_interval(secs => %(aging_s)s::float8)
+), promoted AS (
+    UPDATE {schema}.alk_jobs AS j
+    SET priority = LEAST(j.priority::bigint + w.levels, %(cap)s::bigint)::integer,
+        promoted_at = GREATEST(j.promoted_at, j.run_at)
+                      + make_interval(secs => w.levels * %(aging_s)s::float8)
+    FROM waited AS w
+    WHERE j.id = w.id AND j.state = 'pending' AND w.levels >= 1
+    RETURNING 1
+)
+SELECT count(*) FROM promoted;
 
 -- name: next_due
 -- Seconds until the earliest future moment something of this queue becomes
@@ -623,7 +903,7 @@ ORDER BY finished_at DESC, id DESC LIMIT %(limit)s;
 -- holds that key now (the unique index allows one).
 WITH revived AS (
     DELETE FROM {schema}.alk_dead WHERE id = %(id)s RETURNING *
-)
+), back AS (
 INSERT INTO {schema}.alk_jobs (id, queue, payload, state, priority, run_at, created_at,
                                attempts, max_attempts, visibility_timeout_s, retry_base_s,
                                expires_at, worker_id, claim_expires_at, last_error,
@@ -641,7 +921,18 @@ SELECT id, queue, payload, 'pending', priority,
                                AND l.dedupe_key = revived.dedupe_key) THEN dedupe_key END,
        partition_key
 FROM revived
-RETURNING queue;
+RETURNING queue, partition_key
+), touched AS (
+    -- back under its fair queue's key cursor (as an enqueue would put it)
+    INSERT INTO {schema}.alk_fair AS c (queue, partition_key, vtime)
+    SELECT b.queue, b.partition_key,
+           COALESCE((SELECT min(vtime) FROM {schema}.alk_fair AS m WHERE m.queue = b.queue), 0)
+    FROM back AS b
+    WHERE b.partition_key IS NOT NULL
+      AND EXISTS (SELECT 1 FROM {schema}.alk_queues AS s WHERE s.queue = b.queue AND s.fair)
+    ON CONFLICT (queue, partition_key) DO UPDATE SET vtime = c.vtime WHERE false
+)
+SELECT queue FROM back;
 
 -- name: admin_stats
 -- Per queue: due pending, delayed pending, processing, dead, and the age in
@@ -717,11 +1008,14 @@ SELECT (SELECT count(*) FROM {schema}.alk_queues),
        (SELECT count(*) FROM {schema}.alk_results),
        (SELECT count(*) FROM {schema}.alk_dedupe),
        (SELECT count(*) FROM {schema}.alk_schedules),
-       (SELECT count(*) FROM {schema}.alk_outcomes);
+       (SELECT count(*) FROM {schema}.alk_outcomes),
+       (SELECT count(*) FROM {schema}.alk_fair),
+       (SELECT count(*) FROM {schema}.alk_fair_weights);
 
 -- name: copy_read_queues
 -- A page of alk_queues after a key, in key order.
-SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat
+SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat,
+       fair, aging_s
 FROM {schema}.alk_queues
 WHERE queue COLLATE "C" > %s
 ORDER BY queue COLLATE "C"
@@ -729,12 +1023,12 @@ LIMIT %s;
 
 -- name: copy_write_queues
 -- One copied row of alk_queues, as the source had it.
-INSERT INTO {schema}.alk_queues (queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s);
+INSERT INTO {schema}.alk_queues (queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat, fair, aging_s)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s);
 
 -- name: copy_read_jobs
 -- A page of alk_jobs after a key, in key order.
-SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, last_error, dedupe_key, partition_key
+SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, last_error, dedupe_key, partition_key, debounce_key, promoted_at
 FROM {schema}.alk_jobs
 WHERE id > %s
 ORDER BY id
@@ -742,8 +1036,8 @@ LIMIT %s;
 
 -- name: copy_write_jobs
 -- One copied row of alk_jobs, as the source had it.
-INSERT INTO {schema}.alk_jobs (id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, last_error, dedupe_key, partition_key) OVERRIDING SYSTEM VALUE
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);
+INSERT INTO {schema}.alk_jobs (id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, last_error, dedupe_key, partition_key, debounce_key, promoted_at) OVERRIDING SYSTEM VALUE
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);
 
 -- name: copy_read_dead
 -- A page of alk_dead after a key, in key order.
@@ -809,6 +1103,32 @@ LIMIT %s;
 -- One copied row of alk_outcomes, as the source had it.
 INSERT INTO {schema}.alk_outcomes (queue, minute, outcome, count)
 VALUES (%s, %s, %s, %s);
+
+-- name: copy_read_fair
+-- A page of alk_fair after a key, in key order.
+SELECT queue, partition_key, vtime
+FROM {schema}.alk_fair
+WHERE (queue COLLATE "C", partition_key COLLATE "C") > (%s, %s)
+ORDER BY queue COLLATE "C", partition_key COLLATE "C"
+LIMIT %s;
+
+-- name: copy_write_fair
+-- One copied row of alk_fair, as the source had it.
+INSERT INTO {schema}.alk_fair (queue, partition_key, vtime)
+VALUES (%s, %s, %s);
+
+-- name: copy_read_fair_weights
+-- A page of alk_fair_weights after a key, in key order.
+SELECT queue, partition_key, weight
+FROM {schema}.alk_fair_weights
+WHERE (queue COLLATE "C", partition_key COLLATE "C") > (%s, %s)
+ORDER BY queue COLLATE "C", partition_key COLLATE "C"
+LIMIT %s;
+
+-- name: copy_write_fair_weights
+-- One copied row of alk_fair_weights, as the source had it.
+INSERT INTO {schema}.alk_fair_weights (queue, partition_key, weight)
+VALUES (%s, %s, %s);
 
 -- name: copy_last_id
 -- The highest job id ever handed out (the identity's sequence; 0: none).

@@ -40,7 +40,11 @@ CREATE TABLE {schema}.alk_jobs (
     last_error           text,
     dedupe_key           text,
     -- the partition of a per-partition concurrency limit (NULL: none); schema v4
-    partition_key        text
+    partition_key        text,
+    -- one pending job per debounce key (NULL: none); schema v7
+    debounce_key         text,
+    -- the last priority-aging promotion (NULL: none); schema v7
+    promoted_at          timestamptz
 ) WITH (
     fillfactor = 70,
     autovacuum_vacuum_scale_factor = 0.01,
@@ -193,7 +197,10 @@ CREATE TABLE {schema}.alk_queues (
     rate_count            integer          CHECK (rate_count >= 1),
     rate_period_s         double precision CHECK (rate_period_s > 0),
     burst                 integer          CHECK (burst >= 1),
-    tat                   double precision
+    tat                   double precision,
+    -- schema v7: fair claiming across partition keys, and the aging interval
+    fair                  boolean          NOT NULL DEFAULT false,
+    aging_s               double precision CHECK (aging_s > 0)
 );
 
 -- Schema version 6: ack receipts (migration 0006_ack_receipts).
@@ -205,4 +212,35 @@ CREATE TABLE {schema}.alk_ack_receipts (
     token   text        NOT NULL,
     refused bigint[]    NOT NULL,
     at      timestamptz NOT NULL
+);
+
+-- Schema version 7: fair queues, priority aging, debounce (migration 0007_fair_queues).
+
+-- One PENDING job per debounce key: a claimed job leaves the index, so the next
+-- enqueue inserts the next job instead of changing the one that runs.
+CREATE UNIQUE INDEX alk_jobs_debounce ON {schema}.alk_jobs (queue, debounce_key)
+    WHERE state = 'pending' AND debounce_key IS NOT NULL;
+
+-- A fair claim's probe of one key: its best due pending jobs in claim order.
+-- Only keyed rows are in it, so plain enqueues never write to it.
+CREATE INDEX alk_jobs_fair ON {schema}.alk_jobs (queue, partition_key, priority DESC, run_at, id)
+    WHERE state = 'pending' AND partition_key IS NOT NULL;
+
+-- The key cursors of fair queues: one row per partition key with live jobs,
+-- added by the enqueue, pruned by the claim that finds the key empty. vtime
+-- grows by 1/weight per job claimed; claims serve the smallest first.
+CREATE TABLE {schema}.alk_fair (
+    queue         text             NOT NULL,
+    partition_key text             NOT NULL,
+    vtime         double precision NOT NULL,
+    PRIMARY KEY (queue, partition_key)
+);
+CREATE INDEX alk_fair_order ON {schema}.alk_fair (queue, vtime, partition_key);
+
+-- Per-key weights of fair queues (a key without a row weighs 1).
+CREATE TABLE {schema}.alk_fair_weights (
+    queue         text             NOT NULL,
+    partition_key text             NOT NULL,
+    weight        double precision NOT NULL CHECK (weight > 0),
+    PRIMARY KEY (queue, partition_key)
 );

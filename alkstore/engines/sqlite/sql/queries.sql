@@ -19,6 +19,21 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (queue, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
 RETURNING id, dedupe_key;
 
+-- name: debounce_pending
+-- The pending job holding a debounce key, if any (the single writer makes the
+-- look-up and the write that follows one step).
+SELECT id FROM alk_jobs INDEXED BY alk_jobs_debounce
+WHERE queue = :queue AND debounce_key = :key AND state = 'pending';
+
+-- name: debounce_replace
+-- Latest wins: the pending job's payload, and with a debounce its run_at pushed.
+UPDATE alk_jobs SET payload = :payload, run_at = COALESCE(:run_at, run_at) WHERE id = :id;
+
+-- name: insert_debounced
+INSERT INTO alk_jobs (queue, payload, priority, run_at, created_at, max_attempts,
+                      visibility_timeout_s, retry_base_s, expires_at, partition_key, debounce_key)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
 -- name: live_key
 SELECT dedupe_key, id FROM alk_jobs WHERE queue = ? AND dedupe_key = ?;
 
@@ -152,11 +167,13 @@ WHERE queue = :queue AND state = 'processing' AND partition_key IS NOT NULL
 GROUP BY partition_key;
 
 -- name: queue_settings
-SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat
+SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat,
+       fair, aging_s
 FROM alk_queues WHERE queue = :queue;
 
 -- name: all_queue_settings
-SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat
+SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat,
+       fair, aging_s
 FROM alk_queues ORDER BY queue;
 
 -- name: set_paused
@@ -175,6 +192,82 @@ SET concurrency = excluded.concurrency, partition_concurrency = excluded.partiti
 
 -- name: set_tat
 UPDATE alk_queues SET tat = :tat WHERE queue = :queue;
+
+-- name: fair_touch
+-- A fair queue's key cursor for an enqueued partition key (core/fair.py): a
+-- new key starts at the queue's smallest vtime; an existing one is kept.
+INSERT INTO alk_fair (queue, partition_key, vtime)
+SELECT :queue, :key, COALESCE((SELECT min(vtime) FROM alk_fair WHERE queue = :queue), 0)
+WHERE EXISTS (SELECT 1 FROM alk_queues WHERE queue = :queue AND fair)
+ON CONFLICT (queue, partition_key) DO NOTHING;
+
+-- name: fair_cursors
+-- A fair claim, step 1: the :window key cursors of smallest vtime (the single
+-- writer makes this claim the queue's only one; nothing to lock).
+SELECT c.partition_key, c.vtime, COALESCE(w.weight, 1.0)
+FROM alk_fair AS c INDEXED BY alk_fair_order
+LEFT JOIN alk_fair_weights AS w ON w.queue = c.queue AND w.partition_key = c.partition_key
+WHERE c.queue = :queue
+ORDER BY c.vtime, c.partition_key
+LIMIT :window;
+
+-- name: fair_heads
+-- A fair claim, step 2, per key: its best :lim claimable jobs in claim order,
+-- both arms on their own index, merged by the compound ORDER BY.
+SELECT id FROM (
+    SELECT id, priority, run_at FROM alk_jobs INDEXED BY alk_jobs_fair
+    WHERE queue = :queue AND partition_key = :key AND state = 'pending' AND run_at <= :now
+      AND (expires_at IS NULL OR expires_at > :now)
+    UNION ALL
+    SELECT id, priority, run_at FROM alk_jobs INDEXED BY alk_jobs_partition
+    WHERE queue = :queue AND partition_key = :key AND state = 'processing'
+      AND claim_expires_at < :now AND attempts < max_attempts
+      AND (expires_at IS NULL OR expires_at > :now)
+    ORDER BY priority DESC, run_at, id
+    LIMIT :lim
+);
+
+-- name: fair_live
+-- Whether a key without claimable jobs still has live ones (running or delayed).
+SELECT EXISTS (SELECT 1 FROM alk_jobs INDEXED BY alk_jobs_fair
+               WHERE queue = :queue AND partition_key = :key AND state = 'pending')
+    OR EXISTS (SELECT 1 FROM alk_jobs INDEXED BY alk_jobs_partition
+               WHERE queue = :queue AND partition_key = :key AND state = 'processing');
+
+-- name: fair_move
+UPDATE alk_fair SET vtime = :vtime WHERE queue = :queue AND partition_key = :key;
+
+-- name: fair_drop
+DELETE FROM alk_fair WHERE queue = :queue AND partition_key = :key;
+
+-- name: set_fair
+INSERT INTO alk_queues (queue, fair) VALUES (:queue, :fair)
+ON CONFLICT (queue) DO UPDATE SET fair = excluded.fair;
+
+-- name: seed_fair
+-- Fairness switched on: a cursor for every key with live jobs (one scan of the
+-- queue's rows, here and never in a claim), at the queue's smallest vtime.
+INSERT INTO alk_fair (queue, partition_key, vtime)
+SELECT DISTINCT :queue, partition_key,
+       COALESCE((SELECT min(vtime) FROM alk_fair WHERE queue = :queue), 0)
+FROM alk_jobs WHERE queue = :queue AND partition_key IS NOT NULL
+ON CONFLICT (queue, partition_key) DO NOTHING;
+
+-- name: clear_fair
+DELETE FROM alk_fair WHERE queue = :queue;
+
+-- name: clear_weights
+DELETE FROM alk_fair_weights WHERE queue = :queue;
+
+-- name: add_weight
+INSERT INTO alk_fair_weights (queue, partition_key, weight) VALUES (:queue, :key, :weight);
+
+-- name: fair_weights
+SELECT partition_key, weight FROM alk_fair_weights WHERE queue = :queue ORDER BY partition_key;
+
+-- name: set_aging
+INSERT INTO alk_queues (queue, aging_s) VALUES (:queue, :aging_s)
+ON CONFLICT (queue) DO UPDATE SET aging_s = excluded.aging_s;
 
 -- name: ack
 -- The fenced delete of one claimed row.
@@ -212,9 +305,10 @@ DELETE FROM alk_ack_receipts WHERE owner = :owner OR at < :now - :older_s;
 
 -- name: retry
 -- Fenced: back to pending at :run_at with the caller's error; claimant cleared.
+-- A claimed job has left its debounce key (a newer pending job may hold it).
 UPDATE alk_jobs
 SET state = 'pending', run_at = :run_at, last_error = :error,
-    worker_id = NULL, claim_expires_at = NULL
+    worker_id = NULL, claim_expires_at = NULL, debounce_key = NULL
 WHERE id = :id AND queue = :queue AND state = 'processing' AND attempts = :attempts
   AND claim_expires_at >= :now;
 
@@ -223,7 +317,7 @@ WHERE id = :id AND queue = :queue AND state = 'processing' AND attempts = :attem
 -- its place in line (:run_at NULL), a snooze is due at :run_at; last_error kept.
 UPDATE alk_jobs
 SET state = 'pending', attempts = attempts - 1, run_at = COALESCE(:run_at, run_at),
-    worker_id = NULL, claim_expires_at = NULL
+    worker_id = NULL, claim_expires_at = NULL, debounce_key = NULL
 WHERE id = :id AND queue = :queue AND state = 'processing' AND attempts = :attempts
   AND claim_expires_at >= :now;
 
@@ -290,6 +384,29 @@ WHERE queue = :queue AND expires_at IS NOT NULL AND expires_at <= :now;
 -- name: purge_dead
 -- Retention: dead rows of this queue that died before :cutoff.
 DELETE FROM alk_dead WHERE queue = :queue AND died_at < :cutoff;
+
+-- name: aging_settings
+-- Priority aging (core/aging.py), step 1: the queue's interval and its top due
+-- priority (the front of alk_jobs_pending_claim).
+SELECT s.aging_s,
+       (SELECT max(priority) FROM alk_jobs INDEXED BY alk_jobs_pending_claim
+        WHERE queue = :queue AND state = 'pending' AND run_at <= :now)
+FROM alk_queues AS s
+WHERE s.queue = :queue AND s.aging_s IS NOT NULL;
+
+-- name: promote
+-- Priority aging, step 2: each due pending job below :top that has waited k >= 1
+-- intervals since it became due or was last promoted gains k levels, at most
+-- to :cap; its promotion time moves on by k intervals. SET reads the old row.
+UPDATE alk_jobs INDEXED BY alk_jobs_pending_claim
+SET priority = min(priority + CAST((:now - max(COALESCE(promoted_at, run_at), run_at))
+                                   / :aging_s AS INTEGER), :cap),
+    promoted_at = max(COALESCE(promoted_at, run_at), run_at)
+                  + CAST((:now - max(COALESCE(promoted_at, run_at), run_at)) / :aging_s AS INTEGER)
+                    * :aging_s
+WHERE queue = :queue AND state = 'pending' AND priority < :top
+  AND run_at <= :now - :aging_s
+  AND max(COALESCE(promoted_at, run_at), run_at) <= :now - :aging_s;
 
 -- name: next_due
 -- The earliest future moment something of this queue becomes claimable.
@@ -405,7 +522,7 @@ SELECT id, queue, payload, 'pending', priority, :run_at, created_at, :attempts,
                                AND l.dedupe_key = alk_dead.dedupe_key) THEN dedupe_key END,
        partition_key
 FROM alk_dead WHERE id = :id
-RETURNING queue;
+RETURNING queue, partition_key;
 
 -- name: admin_requeue_delete
 -- Requeue, step 2 (same transaction).
@@ -474,11 +591,14 @@ SELECT (SELECT count(*) FROM alk_queues),
        (SELECT count(*) FROM alk_results),
        (SELECT count(*) FROM alk_dedupe),
        (SELECT count(*) FROM alk_schedules),
-       (SELECT count(*) FROM alk_outcomes);
+       (SELECT count(*) FROM alk_outcomes),
+       (SELECT count(*) FROM alk_fair),
+       (SELECT count(*) FROM alk_fair_weights);
 
 -- name: copy_read_queues
 -- A page of alk_queues after a key, in key order.
-SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat
+SELECT queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat,
+       fair, aging_s
 FROM alk_queues
 WHERE queue > ?
 ORDER BY queue
@@ -486,12 +606,12 @@ LIMIT ?;
 
 -- name: copy_write_queues
 -- One copied row of alk_queues, as the source had it.
-INSERT INTO alk_queues (queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?);
+INSERT INTO alk_queues (queue, paused, concurrency, partition_concurrency, rate_count, rate_period_s, burst, tat, fair, aging_s)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: copy_read_jobs
 -- A page of alk_jobs after a key, in key order.
-SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, last_error, dedupe_key, partition_key
+SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, last_error, dedupe_key, partition_key, debounce_key, promoted_at
 FROM alk_jobs
 WHERE id > ?
 ORDER BY id
@@ -499,8 +619,8 @@ LIMIT ?;
 
 -- name: copy_write_jobs
 -- One copied row of alk_jobs, as the source had it.
-INSERT INTO alk_jobs (id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, last_error, dedupe_key, partition_key)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+INSERT INTO alk_jobs (id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, last_error, dedupe_key, partition_key, debounce_key, promoted_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: copy_read_dead
 -- A page of alk_dead after a key, in key order.
@@ -589,3 +709,29 @@ SELECT queue, count(*), :now - min(claim_expires_at)
 FROM alk_jobs
 WHERE state = 'processing' AND claim_expires_at < :now
 GROUP BY queue ORDER BY queue;
+
+-- name: copy_read_fair
+-- A page of alk_fair after a key, in key order.
+SELECT queue, partition_key, vtime
+FROM alk_fair
+WHERE (queue, partition_key) > (?, ?)
+ORDER BY queue, partition_key
+LIMIT ?;
+
+-- name: copy_write_fair
+-- One copied row of alk_fair, as the source had it.
+INSERT INTO alk_fair (queue, partition_key, vtime)
+VALUES (?, ?, ?);
+
+-- name: copy_read_fair_weights
+-- A page of alk_fair_weights after a key, in key order.
+SELECT queue, partition_key, weight
+FROM alk_fair_weights
+WHERE (queue, partition_key) > (?, ?)
+ORDER BY queue, partition_key
+LIMIT ?;
+
+-- name: copy_write_fair_weights
+-- One copied row of alk_fair_weights, as the source had it.
+INSERT INTO alk_fair_weights (queue, partition_key, weight)
+VALUES (?, ?, ?);

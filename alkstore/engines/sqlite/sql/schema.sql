@@ -24,7 +24,11 @@ CREATE TABLE alk_jobs (
     last_error           TEXT,
     dedupe_key           TEXT,
     -- the partition of a per-partition concurrency limit (NULL: none); schema v4
-    partition_key        TEXT
+    partition_key        TEXT,
+    -- one pending job per debounce key (NULL: none); schema v7
+    debounce_key         TEXT,
+    -- the last priority-aging promotion (NULL: none); schema v7
+    promoted_at          REAL
 );
 
 -- The claim's pending arm walks this index in claim order and stops at LIMIT
@@ -159,7 +163,10 @@ CREATE TABLE alk_queues (
     rate_count            INTEGER CHECK (rate_count >= 1),
     rate_period_s         REAL    CHECK (rate_period_s > 0),
     burst                 INTEGER CHECK (burst >= 1),
-    tat                   REAL
+    tat                   REAL,
+    -- schema v7: fair claiming across partition keys, and the aging interval
+    fair                  INTEGER NOT NULL DEFAULT 0 CHECK (fair IN (0, 1)),
+    aging_s               REAL    CHECK (aging_s > 0)
 ) WITHOUT ROWID;
 
 -- Schema version 6: ack receipts (migration 0006_ack_receipts).
@@ -171,4 +178,31 @@ CREATE TABLE alk_ack_receipts (
     token   TEXT NOT NULL,
     refused TEXT NOT NULL,
     at      REAL NOT NULL
+) WITHOUT ROWID;
+
+-- Schema version 7: fair queues, priority aging, debounce (migration 0007_fair_queues).
+
+-- One PENDING job per debounce key (a claimed job leaves the index).
+CREATE UNIQUE INDEX alk_jobs_debounce ON alk_jobs (queue, debounce_key)
+    WHERE state = 'pending' AND debounce_key IS NOT NULL;
+
+-- A fair claim's probe of one key: its best due pending jobs in claim order.
+CREATE INDEX alk_jobs_fair ON alk_jobs (queue, partition_key, priority DESC, run_at, id)
+    WHERE state = 'pending' AND partition_key IS NOT NULL;
+
+-- The key cursors of fair queues (see the PostgreSQL schema).
+CREATE TABLE alk_fair (
+    queue         TEXT NOT NULL,
+    partition_key TEXT NOT NULL,
+    vtime         REAL NOT NULL,
+    PRIMARY KEY (queue, partition_key)
+) WITHOUT ROWID;
+CREATE INDEX alk_fair_order ON alk_fair (queue, vtime, partition_key);
+
+-- Per-key weights of fair queues (a key without a row weighs 1).
+CREATE TABLE alk_fair_weights (
+    queue         TEXT NOT NULL,
+    partition_key TEXT NOT NULL,
+    weight        REAL NOT NULL CHECK (weight > 0),
+    PRIMARY KEY (queue, partition_key)
 ) WITHOUT ROWID;

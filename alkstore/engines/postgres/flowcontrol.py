@@ -1,0 +1,118 @@
+"""The PostgreSQL engine's flow control: queue settings, and the claim that honours them.
+
+A paused, limited or fair queue's claim is ``core.limited_claim``'s flow, run
+here in one transaction: a limited queue's holds its settings row ``FOR
+UPDATE`` (its claims run one at a time, so running jobs are counted and the
+rate spent race-free); a fair queue without limits reads the row unlocked and
+locks key cursors instead (``core.fair``: claims of different keys run side by
+side). The settings themselves (pause, limits, fairness, weights, aging) are
+rows of ``alk_queues`` and ``alk_fair_weights``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from alkstore.core.flow import Claimed
+from alkstore.core.job import Row
+from alkstore.core.limited_claim import limited_claim
+from alkstore.core.steps import Rows, run_steps
+from alkstore.engines.postgres.outbox import PostgresOutbox
+
+__all__ = ["PostgresFlowControl"]
+
+
+class PostgresFlowControl(PostgresOutbox):
+    """Queue settings and the flow-controlled claim of ``PostgresEngine``."""
+
+    async def _claim_locked(
+        self, queue: str, worker_id: str, n: int, exhausted_error: str, lock: bool = True
+    ) -> Claimed:
+        """A limited (``lock``) or fair queue's claim (``core.limited_claim``), one
+        transaction. Without ``lock`` the gate statement that sent us here saw a fair
+        queue, not paused and without limits, and ran the pre-claim sweep: its
+        settings row is answered from that, saving two round trips."""
+        pool = self.check_open()
+        q = self.q
+        key = self.timed({"queue": queue})
+        claim = {**key, "worker": worker_id, "exhausted_error": exhausted_error, "gated": False}
+        settings = q["lock_settings"]
+        try:
+            async with pool.connection() as conn, conn.transaction():
+
+                async def step(name: str, params: dict[str, Any]) -> Rows:
+                    if name == "settings":
+                        if not lock:  # the gate just saw it: fair, not paused, no limits
+                            return [(queue, False, *(None,) * 6, True, None, 0.0)]
+                        cur = await conn.execute(settings, key)
+                    elif name in ("claim", "claim_ids"):
+                        cur = await conn.execute(q[name], {**claim, **params}, binary=True)
+                    else:
+                        if name == "claim_candidates":  # the pre-claim sweep first
+                            await conn.execute(q["claim"], {**claim, "n": 0})
+                        cur = await conn.execute(q[name], {**key, **params})
+                    return await cur.fetchall() if cur.description is not None else []
+
+                return await run_steps(limited_claim(n), step)
+        except psycopg.Error as e:
+            raise await self.failure(e, "claim") from e
+
+    async def queue_settings(self, queue: str | None) -> list[Row]:
+        if queue is None:
+            return await self._fetchall("all_queue_settings", {})
+        return await self._fetchall("queue_settings", {"queue": queue})
+
+    async def set_paused(self, queue: str, paused: bool) -> None:
+        await self._fetchall("set_paused", {"queue": queue, "paused": paused})
+        if paused:
+            pool = self.check_open()
+            try:
+                async with pool.connection() as conn, conn.transaction():
+                    await conn.execute(self.q["await_claims"])
+            except psycopg.Error as e:
+                raise await self.failure(e, "pause") from e
+
+    async def set_limits(
+        self,
+        queue: str,
+        concurrency: int | None,
+        partition_concurrency: int | None,
+        rate: tuple[int, float] | None,
+        burst: int | None,
+    ) -> None:
+        params = {
+            "queue": queue,
+            "concurrency": concurrency,
+            "partition_concurrency": partition_concurrency,
+            "rate_count": None if rate is None else rate[0],
+            "rate_period_s": None if rate is None else rate[1],
+            "burst": burst,
+        }
+        await self._fetchall("set_limits", params)
+
+    async def set_fair(self, queue: str, fair: bool, weights: dict[str, float] | None) -> None:
+        """Fairness on or off; ``weights`` (not None) replace the key weights. In one
+        transaction that first waits out the writers of ``alk_jobs`` in flight, so
+        no enqueue slips between the seeding of the cursors and the switch."""
+        pool = self.check_open()
+        try:
+            async with pool.connection() as conn, conn.transaction():
+                await conn.execute(self.q["await_claims"])
+                await conn.execute(self.q["set_fair"], {"queue": queue, "fair": fair})
+                if weights is not None:
+                    await conn.execute(self.q["clear_weights"], {"queue": queue})
+                    await conn.execute(
+                        self.q["add_weights"],
+                        {"queue": queue, "keys": list(weights), "weights": list(weights.values())},
+                    )
+        except psycopg.Error as e:
+            raise await self.failure(e, "set_fair") from e
+
+    async def fair_weights(self, queue: str) -> dict[str, float]:
+        rows = await self._fetchall("fair_weights", {"queue": queue})
+        return {str(k): float(w) for k, w in rows}
+
+    async def set_aging(self, queue: str, aging_s: float | None) -> None:
+        await self._rowcount("set_aging", {"queue": queue, "aging_s": aging_s})

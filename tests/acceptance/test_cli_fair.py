@@ -1,0 +1,45 @@
+"""``alkstore queues fair`` and ``alkstore queues aging`` on every engine."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import alkstore
+from tests.acceptance.conftest import run_cli
+
+
+async def test_queues_fair_and_aging_store_the_settings_and_say_so(
+    store: alkstore.Store, target: Any
+) -> None:
+    q = store.queue("tenants")
+    await q.enqueue(b"x", alkstore.EnqueueOpts(partition_key="acme"))
+    on = await asyncio.to_thread(
+        run_cli, target, "queues", "fair", "tenants", "--weight", "acme=3", "--weight", "b=0.5"
+    )
+    assert on.returncode == 0, on.stderr
+    assert "fair across partition keys (weights acme=3, b=0.5)" in on.stdout
+    assert (await q.settings()).fair and await q.fair_weights() == {"acme": 3.0, "b": 0.5}
+    kept = await asyncio.to_thread(run_cli, target, "queues", "fair", "tenants")
+    assert "weights acme=3" in kept.stdout  # no --weight: the stored ones stay
+    off = await asyncio.to_thread(run_cli, target, "queues", "fair", "tenants", "--off")
+    assert off.returncode == 0 and "fairness off" in off.stdout
+    assert not (await q.settings()).fair
+    aging = await asyncio.to_thread(run_cli, target, "queues", "aging", "tenants", "30")
+    assert aging.returncode == 0 and "per 30s" in aging.stdout
+    assert (await q.settings()).aging_s == 30.0
+    await asyncio.to_thread(run_cli, target, "queues", "aging", "tenants", "off")
+    assert (await q.settings()).aging_s is None
+
+
+async def test_bad_fair_and_aging_input_is_one_line_naming_it(target: Any) -> None:
+    for args, named in [
+        (("queues", "fair", "q", "--weight", "acme"), "acme"),
+        (("queues", "fair", "q", "--weight", "acme=lots"), "acme=lots"),
+        (("queues", "fair", "q", "--weight", "acme=-1"), "acme"),
+        (("queues", "aging", "q", "soon"), "soon"),
+        (("queues", "aging", "q", "0"), "aging_s"),
+    ]:
+        done = await asyncio.to_thread(run_cli, target, *args)
+        assert done.returncode != 0 and named in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr
