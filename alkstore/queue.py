@@ -23,11 +23,11 @@ from alkstore.core.results import JobOutcome
 from alkstore.engine import Engine, EngineTransaction, SupportsOutbox
 from alkstore.engine_door import engine_of
 from alkstore.enqueuing import (
-    debounce_of,
     JOB_ID_MAX,
     Enqueuing,
     OutboxWrite,
     check_job_id,
+    debounce_of,
     dedupe_keys_for,
     encode_many,
     list_of,
