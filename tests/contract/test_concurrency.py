@@ -13,6 +13,8 @@ import pytest
 import alkstore
 from alkstore import QueueOpts
 
+from .together import start_together
+
 PROCS = Path(__file__).with_name("procs.py")
 WORKERS = 8
 JOBS_PER_WORKER = 250
@@ -121,13 +123,7 @@ async def test_concurrent_drain_with_abandoned_claims_hands_each_attempt_out_onc
         for n in range(4)
     ]
     try:
-        for p in procs:
-            assert p.stdout is not None
-            assert (await asyncio.wait_for(p.stdout.readline(), WAIT)).strip() == b"ready"
-        for p in procs:
-            assert p.stdin is not None
-            p.stdin.write(b"go\n")
-            await p.stdin.drain()
+        await start_together(procs, WAIT)
         outputs = await asyncio.wait_for(asyncio.gather(*(p.communicate() for p in procs)), WAIT)
     finally:
         for p in procs:

@@ -17,6 +17,7 @@ import alkstore
 from alkstore import EnqueueOpts
 
 from .conftest import Clock
+from .together import start_together
 
 FAIRPROCS = Path(__file__).with_name("fairprocs.py")
 WAIT = 300.0
@@ -140,13 +141,7 @@ async def _run(target: Any, *args: list[str]) -> list[Any]:
         for a in args
     ]
     try:
-        for p in procs:
-            assert p.stdout is not None
-            assert (await asyncio.wait_for(p.stdout.readline(), WAIT)).strip() == b"ready"
-        for p in procs:
-            assert p.stdin is not None
-            p.stdin.write(b"go\n")
-            await p.stdin.drain()
+        await start_together(procs, WAIT)
         return procs
     except BaseException:
         for p in procs:

@@ -13,6 +13,8 @@ import pytest
 import alkstore
 from alkstore import EnqueueOpts, QueueOpts
 
+from .together import start_together
+
 FAIRPROCS = Path(__file__).with_name("fairprocs.py")
 WORKERS = 4
 WAIT = 600.0
@@ -45,13 +47,7 @@ async def _run_workers(target: Any, qname: str, quota: int, log: Path) -> list[s
         for n in range(WORKERS)
     ]
     try:
-        for p in procs:
-            assert p.stdout is not None
-            assert (await asyncio.wait_for(p.stdout.readline(), WAIT)).strip() == b"ready"
-        for p in procs:
-            assert p.stdin is not None
-            p.stdin.write(b"go\n")
-            await p.stdin.drain()
+        await start_together(procs, WAIT)
         await asyncio.wait_for(asyncio.gather(*(p.communicate() for p in procs)), WAIT)
     finally:
         for p in procs:

@@ -26,6 +26,7 @@ from alkstore.engines.sqlite import migrator as sqlite_migrate
 from alkstore.errors import EngineError
 
 from . import catalog
+from .together import start_together
 
 PROCS = Path(__file__).with_name("procs.py")
 WAIT = 120.0
@@ -231,13 +232,7 @@ async def test_many_processes_connecting_at_once_apply_each_migration_once(
         for _ in range(8)
     ]
     try:
-        for p in procs:
-            assert p.stdout is not None
-            assert (await asyncio.wait_for(p.stdout.readline(), WAIT)).strip() == b"ready"
-        for p in procs:
-            assert p.stdin is not None
-            p.stdin.write(b"go\n")
-            await p.stdin.drain()
+        await start_together(procs, WAIT)
         outputs = await asyncio.wait_for(asyncio.gather(*(p.communicate() for p in procs)), WAIT)
     finally:
         for p in procs:
