@@ -133,8 +133,9 @@ class PostgresEngine(PostgresFlowControl, PostgresHealth):
         }
         rows = await self._fetchall("claim", params)
         if rows and rows[-1][0] is None:  # the marker row: a limited or fair queue
-            lock = rows[-1][3] == "limited"
-            claimed = await self._claim_locked(queue, worker_id, n, exhausted_error, lock)
+            if rows[-1][3] == "fair":  # fair, not paused, no limits: one more statement
+                return await self._claim_fair(queue, worker_id, n)
+            claimed = await self._claim_locked(queue, worker_id, n, exhausted_error)
             if claimed.limited:
                 self._limited.add(queue)
             return claimed
