@@ -61,6 +61,8 @@ class PostgresEngine(PostgresFlowControl, PostgresHealth):
         super().__init__(settings, schema)
         # queues whose claims came back limited: a slot freed there wakes their consumers
         self._limited: set[str] = set()
+        # queues last seen fair without limits: their claims go straight to fair_claim
+        self._fair: set[str] = set()
 
     # -- enqueue ------------------------------------------------------------------------
     async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
@@ -124,6 +126,11 @@ class PostgresEngine(PostgresFlowControl, PostgresHealth):
 
     # -- claim and handle operations ---------------------------------------------------
     async def claim(self, queue: str, worker_id: str, n: int, exhausted_error: str) -> Claimed:
+        if queue in self._fair:  # one statement, gate included (it says if that changed)
+            fair = await self._claim_fair(queue, worker_id, n, exhausted_error)
+            if fair is not None:
+                return fair
+            self._fair.discard(queue)
         params = {
             "queue": queue,
             "worker": worker_id,
@@ -133,8 +140,10 @@ class PostgresEngine(PostgresFlowControl, PostgresHealth):
         }
         rows = await self._fetchall("claim", params)
         if rows and rows[-1][0] is None:  # the marker row: a limited or fair queue
-            if rows[-1][3] == "fair":  # fair, not paused, no limits: one more statement
-                return await self._claim_fair(queue, worker_id, n)
+            if rows[-1][3] == "fair":  # fair, not paused, no limits: fair_claim from now on
+                self._fair.add(queue)
+                self._limited.discard(queue)
+                return await self.claim(queue, worker_id, n, exhausted_error)
             claimed = await self._claim_locked(queue, worker_id, n, exhausted_error)
             if claimed.limited:
                 self._limited.add(queue)

@@ -54,14 +54,28 @@ class PostgresFlowControl(PostgresOutbox):
         except psycopg.Error as e:
             raise await self.failure(e, "claim") from e
 
-    async def _claim_fair(self, queue: str, worker_id: str, n: int) -> Claimed:
-        """A fair queue's claim without limits: ``fair_claim``, one statement (the gate
-        statement that sent us here ran the pre-claim sweep). Only when every key is
-        being served does it wait for their cursors (a transaction of two statements);
-        only when it found a key empty does ``fair_prune`` follow."""
-        params = self.timed({"queue": queue, "worker": worker_id, "n": n, "window": n + FAIR_SLACK})
+    async def _claim_fair(
+        self, queue: str, worker_id: str, n: int, exhausted_error: str
+    ) -> Claimed | None:
+        """A fair queue's claim without limits: ``fair_claim``, one statement with the
+        gate and the pre-claim sweep (``None``: the gate says the queue is no longer
+        fair without limits). Only when every key is being served does it wait for
+        their cursors (a transaction of two statements); only when it found a key
+        empty does ``fair_prune`` follow."""
+        params = self.timed(
+            {
+                "queue": queue,
+                "worker": worker_id,
+                "n": n,
+                "window": n + FAIR_SLACK,
+                "exhausted_error": exhausted_error,
+            }
+        )
         rows = await self._fetchall("fair_claim", {**params, "waited": False})
-        if rows and rows[-1][0] is None and rows[-1][3] == "busy":
+        marker = rows[-1][3] if rows and rows[-1][0] is None else None
+        if marker == "regate":
+            return None
+        if marker == "busy":
             pool = self.check_open()
             try:
                 async with pool.connection() as conn, conn.transaction():
@@ -72,6 +86,8 @@ class PostgresFlowControl(PostgresOutbox):
                     rows = await cur.fetchall()
             except psycopg.Error as e:
                 raise await self.failure(e, "claim") from e
+            if rows and rows[-1][0] is None and rows[-1][3] == "regate":
+                return None
         empty = [row[16] for row in rows if row[0] is None and row[3] == "empty"]
         if empty:
             await self._fair_prune(queue, empty)

@@ -449,6 +449,9 @@ SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM dropped);
 -- name: fair_claim
 -- A fair queue's claim without limits in one statement (core/fair.py states the
 -- rule; this is the same order, step for step):
+--   gate/open, swept/buried: as in `claim` (the pre-claim sweep); a queue that
+--     is not fair, or is paused or limited, claims nothing here and gets one
+--     marker row (id NULL, state 'regate'): the engine takes `claim` instead;
 --   cur: the :window key cursors of smallest vtime, locked SKIP LOCKED (two
 --     claims never serve one key);
 --   fresh: those whose vtime is still what this statement's snapshot saw (a
@@ -469,10 +472,30 @@ SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM dropped);
 -- live jobs is not dropped here (this snapshot predates the cursor lock, so an
 -- enqueue committed in between would be missed): a marker row (state 'empty',
 -- the key in the last column) asks for fair_prune.
-WITH cur AS MATERIALIZED (
+WITH gate AS MATERIALIZED (
+    SELECT paused, (concurrency IS NOT NULL OR partition_concurrency IS NOT NULL
+                    OR rate_count IS NOT NULL) AS limited, fair
+    FROM {schema}.alk_queues WHERE queue = %(queue)s
+), open AS MATERIALIZED (
+    SELECT EXISTS (SELECT 1 FROM gate WHERE fair AND NOT paused AND NOT limited) AS ok
+), swept AS (
+    DELETE FROM {schema}.alk_jobs
+    WHERE queue = %(queue)s AND state = 'processing' AND claim_expires_at < {now}
+      AND attempts >= max_attempts
+    RETURNING *
+), buried AS (
+    INSERT INTO {schema}.alk_dead (id, queue, payload, priority, run_at, created_at, attempts,
+                                   max_attempts, visibility_timeout_s, retry_base_s, expires_at,
+                                   worker_id, claim_expires_at, last_error, died_at, dedupe_key,
+                                   partition_key)
+    SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
+           visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+           %(exhausted_error)s::text, {now}, dedupe_key, partition_key
+    FROM swept
+), cur AS MATERIALIZED (
     SELECT c.partition_key AS key, c.vtime
     FROM {schema}.alk_fair AS c
-    WHERE c.queue = %(queue)s
+    WHERE c.queue = %(queue)s AND (SELECT ok FROM open)
     ORDER BY c.vtime, c.partition_key
     LIMIT %(window)s
     FOR UPDATE SKIP LOCKED
@@ -480,15 +503,15 @@ WITH cur AS MATERIALIZED (
     SELECT cur.key, cur.vtime, COALESCE(w.weight, 1.0) AS weight,
            row_number() OVER (ORDER BY cur.vtime, cur.key) AS rank
     FROM cur
-    JOIN {schema}.alk_fair AS s
-      ON s.queue = %(queue)s AND s.partition_key = cur.key AND s.vtime = cur.vtime
     LEFT JOIN {schema}.alk_fair_weights AS w
            ON w.queue = %(queue)s AND w.partition_key = cur.key
+    WHERE cur.vtime = (SELECT s.vtime FROM {schema}.alk_fair AS s  -- as the snapshot saw it
+                       WHERE s.queue = %(queue)s AND s.partition_key = cur.key)
 ), fresh AS MATERIALIZED (
     SELECT k.*, LEAST(%(n)s, ceil(2 * %(n)s * k.weight / t.total)::integer + 1) AS lim
     FROM keyed AS k, (SELECT COALESCE(sum(weight), 1.0) AS total FROM keyed) AS t
 ), busy AS MATERIALIZED (
-    SELECT NOT %(waited)s AND NOT EXISTS (SELECT 1 FROM fresh)
+    SELECT NOT %(waited)s AND (SELECT ok FROM open) AND NOT EXISTS (SELECT 1 FROM fresh)
            AND EXISTS (SELECT 1 FROM {schema}.alk_fair WHERE queue = %(queue)s) AS b
 ), heads AS MATERIALIZED (
     SELECT f.key, f.rank, h.id, f.vtime + h.j::float8 / f.weight AS tag
@@ -528,7 +551,7 @@ WITH cur AS MATERIALIZED (
                         AND j.state = 'processing') AS live
     FROM fresh AS f WHERE NOT EXISTS (SELECT 1 FROM heads AS h WHERE h.key = f.key)
 ), rest AS MATERIALIZED (
-    SELECT CASE WHEN (SELECT b FROM busy) THEN 0
+    SELECT CASE WHEN (SELECT b FROM busy) OR NOT (SELECT ok FROM open) THEN 0
                 ELSE %(n)s - (SELECT count(*) FROM picked) END AS k
 ), more_pending AS MATERIALIZED (
     SELECT id, priority, run_at FROM {schema}.alk_jobs
@@ -591,13 +614,15 @@ SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_at
        last_error, died_at, dedupe_key
 FROM claimed WHERE (SELECT count(*) FROM announced) + (SELECT count(*) FROM moved) >= 0
 UNION ALL
-SELECT NULL::bigint, NULL::text, NULL::bytea, CASE WHEN q.key IS NULL THEN 'busy' ELSE 'empty' END,
+SELECT NULL::bigint, NULL::text, NULL::bytea, q.marker,
        NULL::integer, NULL::timestamptz, NULL::timestamptz, NULL::integer, NULL::integer,
        NULL::float8, NULL::float8, NULL::timestamptz, NULL::text, NULL::timestamptz, NULL::text,
        NULL::timestamptz, q.key
-FROM (SELECT NULL::text AS key FROM busy WHERE b
+FROM (SELECT 'busy' AS marker, NULL::text AS key FROM busy WHERE b
       UNION ALL
-      SELECT key FROM quiet WHERE NOT live) AS q;
+      SELECT 'regate', NULL FROM open WHERE NOT ok
+      UNION ALL
+      SELECT 'empty', key FROM quiet WHERE NOT live) AS q;
 
 -- name: fair_lock
 -- fair_prune, step 1 (one transaction with step 2): the cursors of keys a fair
