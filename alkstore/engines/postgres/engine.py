@@ -7,8 +7,9 @@ whose CTEs commit together (see ``sql/queries.sql``). The pool, the side
 connections and the translation of driver errors are ``connections.py``'s;
 ``store.transaction()`` is ``transaction.py``'s, the enqueue on the caller's
 own connection ``outbox.py``'s and the inserts ``inserts.py``'s. A limited
-or fair queue's claim is ``core.limited_claim``'s flow, run in one transaction
-by ``flowcontrol.py``, which also holds the queue settings.
+queue's claim is ``core.limited_claim``'s flow, run in one transaction by
+``flowcontrol.py``, which also holds the queue settings and the one-statement
+claim of a fair queue without limits (``fair_claim``).
 Wakes go out after commit from the waker's own connection (``waker.py``);
 LISTEN lives on the listener's own connection (``listener.py``).
 """
