@@ -1,7 +1,7 @@
 """Claim throughput of a fair queue against the plain claim, on a large backlog.
 
     .venv/bin/python bench/fairness.py [--jobs 1000000] [--keys 1000] [--claims 500]
-                                       [--batch 10] [--engines sqlite,postgres] [--pg URL]
+                                       [--batch 10] [--engines sqlite,postgres] [--analyze]
 
 For each engine and each shape (the backlog spread over ``--keys`` partition
 keys, and all of it on one key), the same backlog of ``--jobs`` jobs is built
@@ -55,6 +55,17 @@ async def _time_claims(q: alkstore.Queue, claims: int, batch: int) -> tuple[floa
     return spent, taken
 
 
+def _analyze(url: str, schema: str) -> None:
+    """Planner statistics for the freshly filled tables, as autovacuum would gather
+    them within a minute (right after the fill, ``alk_fair`` looks empty to the
+    planner, which then reads every cursor instead of walking its index)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        for table in ("alk_jobs", "alk_fair", "alk_fair_weights"):
+            conn.execute(f'ANALYZE "{schema}".{table}')
+
+
 async def _run(
     engine: str, home: str, args: argparse.Namespace, keys: int, fair: bool
 ) -> tuple[float, float]:
@@ -71,6 +82,8 @@ async def _run(
             print(f"    fill {filled:.1f}s, fairness switched on in {seeded:.2f}s", flush=True)
         else:
             print(f"    fill {filled:.1f}s", flush=True)
+        if args.analyze and engine == "postgres":
+            _analyze(target.url, target.schema)
         spent, taken = await _time_claims(q, args.claims, args.batch)
     claims_per_s = args.claims / spent if spent else float("nan")
     return claims_per_s, taken / spent if spent else float("nan")
@@ -83,6 +96,11 @@ async def main() -> None:
     parser.add_argument("--claims", type=int, default=500)
     parser.add_argument("--batch", type=int, default=10)
     parser.add_argument("--engines", default="sqlite,postgres")
+    parser.add_argument(
+        "--analyze",
+        action="store_true",
+        help="PostgreSQL: ANALYZE the tables after the fill, before the timed claims",
+    )
     args = parser.parse_args()
     engines = [e for e in args.engines.split(",") if e]
     if "postgres" in engines and not postgres_available():

@@ -29,6 +29,11 @@ Steps (the engine adds the queue, its clock and the worker):
 When the keys read give fewer than ``n`` jobs (their due work is all taken,
 or the jobs have no partition key), the rest of the claim is taken in the
 queue's plain order.
+
+This module is the statement of the rule: SQLite runs these steps, and so does
+PostgreSQL for a fair queue with limits; PostgreSQL's fair queue without limits
+runs the same order as one statement (``fair_claim`` in its queries.sql), held
+to this flow by ``tests/contract/test_fair_order.py``.
 """
 
 from __future__ import annotations

@@ -189,3 +189,23 @@ async def test_bad_fair_settings_are_refused_naming_the_value(
 ) -> None:
     with pytest.raises(alkstore.InvalidArgumentError, match=match):
         await store.queue(qname).set_fair(fair, weights=weights)  # type: ignore[arg-type]
+
+
+async def test_a_queue_claimed_fair_follows_a_change_of_its_settings(
+    store: alkstore.Store, qname: str
+) -> None:
+    q = store.queue(qname)
+    keys = await _fill(q, {"a": 10, "b": 10})
+    await q.set_fair()
+    assert await _claim_keys(q, keys, 2) == ["a", "b"]  # the store now claims it as fair
+    await q.pause()
+    assert await q.claim_one("w") is None
+    await q.resume()
+    await q.set_limits(partition_concurrency=1)  # fair with limits: the limit holds
+    held = await q.claim_batch("w", 10)
+    assert sorted(keys[h.job.id] for h in held) == ["a", "b"]
+    for h in held:
+        assert await h.ack()
+    await q.set_limits()
+    await q.set_fair(False)  # the plain order again
+    assert await _claim_keys(q, keys, 3) == ["a", "a", "a"]

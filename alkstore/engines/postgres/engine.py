@@ -7,8 +7,9 @@ whose CTEs commit together (see ``sql/queries.sql``). The pool, the side
 connections and the translation of driver errors are ``connections.py``'s;
 ``store.transaction()`` is ``transaction.py``'s, the enqueue on the caller's
 own connection ``outbox.py``'s and the inserts ``inserts.py``'s. A limited
-or fair queue's claim is ``core.limited_claim``'s flow, run in one transaction
-by ``flowcontrol.py``, which also holds the queue settings.
+queue's claim is ``core.limited_claim``'s flow, run in one transaction by
+``flowcontrol.py``, which also holds the queue settings and the one-statement
+claim of a fair queue without limits (``fair_claim``).
 Wakes go out after commit from the waker's own connection (``waker.py``);
 LISTEN lives on the listener's own connection (``listener.py``).
 """
@@ -61,6 +62,8 @@ class PostgresEngine(PostgresFlowControl, PostgresHealth):
         super().__init__(settings, schema)
         # queues whose claims came back limited: a slot freed there wakes their consumers
         self._limited: set[str] = set()
+        # queues last seen fair without limits: their claims go straight to fair_claim
+        self._fair: set[str] = set()
 
     # -- enqueue ------------------------------------------------------------------------
     async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
@@ -124,6 +127,11 @@ class PostgresEngine(PostgresFlowControl, PostgresHealth):
 
     # -- claim and handle operations ---------------------------------------------------
     async def claim(self, queue: str, worker_id: str, n: int, exhausted_error: str) -> Claimed:
+        if queue in self._fair:  # one statement, gate included (it says if that changed)
+            fair = await self._claim_fair(queue, worker_id, n, exhausted_error)
+            if fair is not None:
+                return fair
+            self._fair.discard(queue)
         params = {
             "queue": queue,
             "worker": worker_id,
@@ -133,8 +141,11 @@ class PostgresEngine(PostgresFlowControl, PostgresHealth):
         }
         rows = await self._fetchall("claim", params)
         if rows and rows[-1][0] is None:  # the marker row: a limited or fair queue
-            lock = rows[-1][3] == "limited"
-            claimed = await self._claim_locked(queue, worker_id, n, exhausted_error, lock)
+            if rows[-1][3] == "fair":  # fair, not paused, no limits: fair_claim from now on
+                self._fair.add(queue)
+                self._limited.discard(queue)
+                return await self.claim(queue, worker_id, n, exhausted_error)
+            claimed = await self._claim_locked(queue, worker_id, n, exhausted_error)
             if claimed.limited:
                 self._limited.add(queue)
             return claimed

@@ -1,12 +1,12 @@
 """The PostgreSQL engine's flow control: queue settings, and the claim that honours them.
 
-A paused, limited or fair queue's claim is ``core.limited_claim``'s flow, run
-here in one transaction: a limited queue's holds its settings row ``FOR
-UPDATE`` (its claims run one at a time, so running jobs are counted and the
-rate spent race-free); a fair queue without limits reads the row unlocked and
-locks key cursors instead (``core.fair``: claims of different keys run side by
-side). The settings themselves (pause, limits, fairness, weights, aging) are
-rows of ``alk_queues`` and ``alk_fair_weights``.
+A limited queue's claim is ``core.limited_claim``'s flow, run here in one
+transaction holding its settings row ``FOR UPDATE`` (its claims run one at a
+time, so running jobs are counted and the rate spent race-free). A fair queue
+without limits is claimed by one statement, ``fair_claim`` (the order of
+``core.fair``, in SQL): it locks key cursors, not the settings row, so claims
+of different keys run side by side. The settings themselves (pause, limits,
+fairness, weights, aging) are rows of ``alk_queues`` and ``alk_fair_weights``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 import psycopg
 
+from alkstore.core.fair import FAIR_SLACK
 from alkstore.core.flow import Claimed
 from alkstore.core.job import Row
 from alkstore.core.limited_claim import limited_claim
@@ -28,34 +29,80 @@ class PostgresFlowControl(PostgresOutbox):
     """Queue settings and the flow-controlled claim of ``PostgresEngine``."""
 
     async def _claim_locked(
-        self, queue: str, worker_id: str, n: int, exhausted_error: str, lock: bool = True
+        self, queue: str, worker_id: str, n: int, exhausted_error: str
     ) -> Claimed:
-        """A limited (``lock``) or fair queue's claim (``core.limited_claim``), one
-        transaction. Without ``lock`` the gate statement that sent us here saw a fair
-        queue, not paused and without limits, and ran the pre-claim sweep: its
-        settings row is answered from that, saving two round trips."""
+        """A limited queue's claim (``core.limited_claim``, a fair one's too), one
+        transaction holding the queue's settings row."""
         pool = self.check_open()
         q = self.q
         key = self.timed({"queue": queue})
         claim = {**key, "worker": worker_id, "exhausted_error": exhausted_error, "gated": False}
-        settings = q["lock_settings"]
         try:
             async with pool.connection() as conn, conn.transaction():
 
                 async def step(name: str, params: dict[str, Any]) -> Rows:
-                    if name == "settings":
-                        if not lock:  # the gate just saw it: fair, not paused, no limits
-                            return [(queue, False, *(None,) * 6, True, None, 0.0)]
-                        cur = await conn.execute(settings, key)
-                    elif name in ("claim", "claim_ids"):
+                    if name in ("claim", "claim_ids"):
                         cur = await conn.execute(q[name], {**claim, **params}, binary=True)
                     else:
                         if name == "claim_candidates":  # the pre-claim sweep first
                             await conn.execute(q["claim"], {**claim, "n": 0})
+                        name = "lock_settings" if name == "settings" else name
                         cur = await conn.execute(q[name], {**key, **params})
                     return await cur.fetchall() if cur.description is not None else []
 
                 return await run_steps(limited_claim(n), step)
+        except psycopg.Error as e:
+            raise await self.failure(e, "claim") from e
+
+    async def _claim_fair(
+        self, queue: str, worker_id: str, n: int, exhausted_error: str
+    ) -> Claimed | None:
+        """A fair queue's claim without limits: ``fair_claim``, one statement with the
+        gate and the pre-claim sweep (``None``: the gate says the queue is no longer
+        fair without limits). Only when every key is being served does it wait for
+        their cursors (a transaction of two statements); only when it found a key
+        empty does ``fair_prune`` follow."""
+        params = self.timed(
+            {
+                "queue": queue,
+                "worker": worker_id,
+                "n": n,
+                "window": n + FAIR_SLACK,
+                "exhausted_error": exhausted_error,
+            }
+        )
+        rows = await self._fetchall("fair_claim", {**params, "waited": False})
+        marker = rows[-1][3] if rows and rows[-1][0] is None else None
+        if marker == "regate":
+            return None
+        if marker == "busy":
+            pool = self.check_open()
+            try:
+                async with pool.connection() as conn, conn.transaction():
+                    await conn.execute(self.q["fair_cursors_wait"], params)
+                    cur = await conn.execute(
+                        self.q["fair_claim"], {**params, "waited": True}, binary=True
+                    )
+                    rows = await cur.fetchall()
+            except psycopg.Error as e:
+                raise await self.failure(e, "claim") from e
+            if rows and rows[-1][0] is None and rows[-1][3] == "regate":
+                return None
+        empty = [row[16] for row in rows if row[0] is None and row[3] == "empty"]
+        if empty:
+            await self._fair_prune(queue, empty)
+        return Claimed([row for row in rows if row[0] is not None])
+
+    async def _fair_prune(self, queue: str, keys: list[str]) -> None:
+        """Drop the cursors of ``keys`` that have no live job, under their locks."""
+        pool = self.check_open()
+        params = {"queue": queue, "keys": keys}
+        try:
+            async with pool.connection() as conn, conn.transaction():
+                cur = await conn.execute(self.q["fair_lock"], params)
+                locked = [str(row[0]) for row in await cur.fetchall()]
+                if locked:
+                    await conn.execute(self.q["fair_prune"], {**params, "keys": locked})
         except psycopg.Error as e:
             raise await self.failure(e, "claim") from e
 

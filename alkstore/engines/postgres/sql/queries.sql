@@ -446,6 +446,202 @@ WITH moved AS (
 )
 SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM dropped);
 
+-- name: fair_claim
+-- A fair queue's claim without limits in one statement (core/fair.py states the
+-- rule; this is the same order, step for step):
+--   gate/open, swept/buried: as in `claim` (the pre-claim sweep); a queue that
+--     is not fair, or is paused or limited, claims nothing here and gets one
+--     marker row (id NULL, state 'regate'): the engine takes `claim` instead;
+--   cur: the :window key cursors of smallest vtime, locked SKIP LOCKED (two
+--     claims never serve one key);
+--   fresh: those whose vtime is still what this statement's snapshot saw (a
+--     cursor another claim moved after the snapshot was taken has stale heads
+--     here: it is left alone, as if locked), with weight and rank;
+--   heads: per key, its best head_limits() claimable jobs (one probe of
+--     alk_jobs_fair, one of alk_jobs_partition for lapsed claims), each with
+--     its finish tag vtime + j / weight;
+--   chosen/picked: the :n smallest (tag, rank, id), locked SKIP LOCKED and
+--     re-checked as claimable;
+--   quiet: keys without heads, and whether they still have live jobs;
+--   more_*: the rest of :n in the queue's plain order;
+--   moved: each served key's vtime + claimed / weight; an idle key (live, none
+--     due) moves up to the largest tag claimed.
+-- busy: no cursor could be taken but some exist (every key being served):
+-- nothing is claimed and a marker row (id NULL, state 'busy') says so; with
+-- :waited (the engine took the cursors waiting) never. A key found without
+-- live jobs is not dropped here (this snapshot predates the cursor lock, so an
+-- enqueue committed in between would be missed): a marker row (state 'empty',
+-- the key in the last column) asks for fair_prune.
+WITH gate AS MATERIALIZED (
+    SELECT paused, (concurrency IS NOT NULL OR partition_concurrency IS NOT NULL
+                    OR rate_count IS NOT NULL) AS limited, fair
+    FROM {schema}.alk_queues WHERE queue = %(queue)s
+), open AS MATERIALIZED (
+    SELECT EXISTS (SELECT 1 FROM gate WHERE fair AND NOT paused AND NOT limited) AS ok
+), swept AS (
+    DELETE FROM {schema}.alk_jobs
+    WHERE queue = %(queue)s AND state = 'processing' AND claim_expires_at < {now}
+      AND attempts >= max_attempts
+    RETURNING *
+), buried AS (
+    INSERT INTO {schema}.alk_dead (id, queue, payload, priority, run_at, created_at, attempts,
+                                   max_attempts, visibility_timeout_s, retry_base_s, expires_at,
+                                   worker_id, claim_expires_at, last_error, died_at, dedupe_key,
+                                   partition_key)
+    SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
+           visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+           %(exhausted_error)s::text, {now}, dedupe_key, partition_key
+    FROM swept
+), cur AS MATERIALIZED (
+    SELECT c.partition_key AS key, c.vtime
+    FROM {schema}.alk_fair AS c
+    WHERE c.queue = %(queue)s AND (SELECT ok FROM open)
+    ORDER BY c.vtime, c.partition_key
+    LIMIT %(window)s
+    FOR UPDATE SKIP LOCKED
+), keyed AS MATERIALIZED (
+    SELECT cur.key, cur.vtime, COALESCE(w.weight, 1.0) AS weight,
+           row_number() OVER (ORDER BY cur.vtime, cur.key) AS rank
+    FROM cur
+    LEFT JOIN {schema}.alk_fair_weights AS w
+           ON w.queue = %(queue)s AND w.partition_key = cur.key
+    WHERE cur.vtime = (SELECT s.vtime FROM {schema}.alk_fair AS s  -- as the snapshot saw it
+                       WHERE s.queue = %(queue)s AND s.partition_key = cur.key)
+), fresh AS MATERIALIZED (
+    SELECT k.*, LEAST(%(n)s, ceil(2 * %(n)s * k.weight / t.total)::integer + 1) AS lim
+    FROM keyed AS k, (SELECT COALESCE(sum(weight), 1.0) AS total FROM keyed) AS t
+), busy AS MATERIALIZED (
+    SELECT NOT %(waited)s AND (SELECT ok FROM open) AND NOT EXISTS (SELECT 1 FROM fresh)
+           AND EXISTS (SELECT 1 FROM {schema}.alk_fair WHERE queue = %(queue)s) AS b
+), heads AS MATERIALIZED (
+    SELECT f.key, f.rank, h.id, f.vtime + h.j::float8 / f.weight AS tag
+    FROM fresh AS f
+    CROSS JOIN LATERAL (
+        SELECT arms.id,
+               row_number() OVER (ORDER BY arms.priority DESC, arms.run_at, arms.id) AS j
+        FROM (
+            (SELECT id, priority, run_at FROM {schema}.alk_jobs
+             WHERE queue = %(queue)s AND partition_key = f.key AND state = 'pending'
+               AND run_at <= {now} AND (expires_at IS NULL OR expires_at > {now})
+             ORDER BY priority DESC, run_at, id LIMIT f.lim)
+            UNION ALL
+            (SELECT id, priority, run_at FROM {schema}.alk_jobs
+             WHERE queue = %(queue)s AND partition_key = f.key AND state = 'processing'
+               AND claim_expires_at < {now} AND attempts < max_attempts
+               AND (expires_at IS NULL OR expires_at > {now})
+             ORDER BY priority DESC, run_at, id LIMIT f.lim)
+        ) AS arms
+        ORDER BY arms.priority DESC, arms.run_at, arms.id
+        LIMIT f.lim
+    ) AS h
+), chosen AS MATERIALIZED (
+    SELECT key, id, tag FROM heads ORDER BY tag, rank, id LIMIT %(n)s
+), picked AS MATERIALIZED (
+    SELECT j.id, j.state AS was, ch.key, ch.tag
+    FROM {schema}.alk_jobs AS j JOIN chosen AS ch ON ch.id = j.id
+    WHERE j.queue = %(queue)s
+      AND (j.state = 'pending' OR (j.claim_expires_at < {now} AND j.attempts < j.max_attempts))
+    FOR UPDATE OF j SKIP LOCKED
+), quiet AS MATERIALIZED (
+    SELECT f.key, f.vtime,
+           EXISTS (SELECT 1 FROM {schema}.alk_jobs AS j
+                   WHERE j.queue = %(queue)s AND j.partition_key = f.key AND j.state = 'pending')
+           OR EXISTS (SELECT 1 FROM {schema}.alk_jobs AS j
+                      WHERE j.queue = %(queue)s AND j.partition_key = f.key
+                        AND j.state = 'processing') AS live
+    FROM fresh AS f WHERE NOT EXISTS (SELECT 1 FROM heads AS h WHERE h.key = f.key)
+), rest AS MATERIALIZED (
+    SELECT CASE WHEN (SELECT b FROM busy) OR NOT (SELECT ok FROM open) THEN 0
+                ELSE %(n)s - (SELECT count(*) FROM picked) END AS k
+), more_pending AS MATERIALIZED (
+    SELECT id, priority, run_at FROM {schema}.alk_jobs
+    WHERE queue = %(queue)s AND state = 'pending' AND run_at <= {now}
+      AND (expires_at IS NULL OR expires_at > {now})
+      AND id NOT IN (SELECT id FROM picked)
+    ORDER BY priority DESC, run_at, id
+    LIMIT (SELECT k FROM rest)
+    FOR UPDATE SKIP LOCKED
+), more_lapsed AS MATERIALIZED (
+    SELECT id, priority, run_at FROM {schema}.alk_jobs
+    WHERE queue = %(queue)s AND state = 'processing' AND claim_expires_at < {now}
+      AND attempts < max_attempts AND (expires_at IS NULL OR expires_at > {now})
+      AND id NOT IN (SELECT id FROM picked)
+    ORDER BY priority DESC, run_at, id
+    LIMIT (SELECT k FROM rest)
+    FOR UPDATE SKIP LOCKED
+), taken AS MATERIALIZED (
+    SELECT id, was FROM picked
+    UNION ALL
+    SELECT id, was FROM (
+        SELECT id, priority, run_at, 'pending' AS was FROM more_pending
+        UNION ALL
+        SELECT id, priority, run_at, 'processing' AS was FROM more_lapsed
+        ORDER BY priority DESC, run_at, id
+        LIMIT (SELECT k FROM rest)
+    ) AS more
+), moved AS (
+    UPDATE {schema}.alk_fair AS c SET vtime = m.v
+    FROM (
+        SELECT f.key, f.vtime + count(*)::float8 / f.weight AS v
+        FROM fresh AS f JOIN picked AS p ON p.key = f.key
+        GROUP BY f.key, f.vtime, f.weight
+        UNION ALL
+        SELECT q.key, l.latest
+        FROM quiet AS q, (SELECT max(tag) AS latest FROM picked) AS l
+        WHERE q.live AND l.latest > q.vtime
+    ) AS m
+    WHERE c.queue = %(queue)s AND c.partition_key = m.key
+    RETURNING 1
+), claimed AS (
+    UPDATE {schema}.alk_jobs AS j
+    SET state = 'processing',
+        attempts = j.attempts + 1,
+        worker_id = %(worker)s,
+        claim_expires_at = {now} + make_interval(secs => j.visibility_timeout_s)
+    FROM taken
+    WHERE j.id = taken.id
+    RETURNING j.id, j.queue, j.payload, j.state, j.priority, j.run_at, j.created_at,
+              j.attempts, j.max_attempts, j.visibility_timeout_s, j.retry_base_s,
+              j.expires_at, j.worker_id, j.claim_expires_at, j.last_error,
+              NULL::timestamptz AS died_at, j.dedupe_key, taken.was
+), announced AS MATERIALIZED (
+    -- a lapsed claim taken over: tell the worker still holding it (delivered at commit)
+    SELECT pg_notify(%(queue)s, 'reclaimed:' || c.id || ':' || c.attempts)
+    FROM claimed AS c WHERE c.was = 'processing'
+)
+SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
+       visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+       last_error, died_at, dedupe_key
+FROM claimed WHERE (SELECT count(*) FROM announced) + (SELECT count(*) FROM moved) >= 0
+UNION ALL
+SELECT NULL::bigint, NULL::text, NULL::bytea, q.marker,
+       NULL::integer, NULL::timestamptz, NULL::timestamptz, NULL::integer, NULL::integer,
+       NULL::float8, NULL::float8, NULL::timestamptz, NULL::text, NULL::timestamptz, NULL::text,
+       NULL::timestamptz, q.key
+FROM (SELECT 'busy' AS marker, NULL::text AS key FROM busy WHERE b
+      UNION ALL
+      SELECT 'regate', NULL FROM open WHERE NOT ok
+      UNION ALL
+      SELECT 'empty', key FROM quiet WHERE NOT live) AS q;
+
+-- name: fair_lock
+-- fair_prune, step 1 (one transaction with step 2): the cursors of keys a fair
+-- claim found without live jobs, locked SKIP LOCKED (a claim serving a key
+-- holds it; an enqueue touching it holds it until it commits).
+SELECT partition_key FROM {schema}.alk_fair
+WHERE queue = %(queue)s AND partition_key = ANY(%(keys)s::text[])
+FOR UPDATE SKIP LOCKED;
+
+-- name: fair_prune
+-- fair_prune, step 2: of the cursors locked in step 1, drop those whose key has
+-- no live job. A statement of its own, so its snapshot sees every enqueue that
+-- committed before the lock was granted (a later one waits for this one).
+DELETE FROM {schema}.alk_fair AS c
+WHERE c.queue = %(queue)s AND c.partition_key = ANY(%(keys)s::text[])
+  AND NOT EXISTS (SELECT 1 FROM {schema}.alk_jobs AS j
+                  WHERE j.queue = %(queue)s AND j.partition_key = c.partition_key
+                    AND j.state IN ('pending', 'processing'));
+
 -- name: set_fair
 -- Fairness on or off, in a transaction after await_claims (no enqueue is in
 -- flight while the cursors are seeded). On: a cursor for every key with live
