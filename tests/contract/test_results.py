@@ -13,6 +13,13 @@ from alkstore.core.results import RESULTS_CHANNEL
 from .rawsql import count_rows, expire_results
 
 
+async def _until_listening(store: alkstore.Store) -> None:
+    """Yield until the store's result waiters have their LISTEN (a condition, not a
+    duration: a fixed sleep lost this race on a loaded machine)."""
+    while not store._results.listening:  # bounded by the pytest timeout
+        await asyncio.sleep(0)
+
+
 async def test_ack_result_keeps_value_outcome_attempts_and_finish_time(
     store: alkstore.Store,
     target,
@@ -38,7 +45,7 @@ async def test_a_waiter_gets_the_result_committed_later_by_another_connection(
     waiter_store, worker_store = await open_store(), await open_store()
     job_id = await waiter_store.queue(qname).enqueue("x")
     waiting = asyncio.ensure_future(waiter_store.queue(qname).result(job_id, timeout_s=30))
-    await asyncio.sleep(0.05)
+    await _until_listening(waiter_store)
     assert not waiting.done()
     handle = await worker_store.queue(qname).claim_one("w")
     assert handle is not None and await handle.ack_result([1, 2, 3], keep_s=60)
@@ -121,7 +128,7 @@ async def test_many_waiters_share_one_listener(store: alkstore.Store, qname: str
     q = store.queue(qname)
     ids = await q.enqueue_many([f"job {i}" for i in range(1000)])
     waiting = [asyncio.ensure_future(q.result(i, timeout_s=60)) for i in ids]
-    await asyncio.sleep(0.05)
+    await _until_listening(store)
     assert len(store._hub._subs[RESULTS_CHANNEL]) == 1  # one subscription, one LISTEN
     assert store._results.listening
     handles = await q.claim_batch("w", 1000)
