@@ -88,7 +88,7 @@ class OutcomeCount(NamedTuple):
 
 
 class QueueInfo(NamedTuple):
-    """A queue's stored flow control (paused, limits) and its counts."""
+    """A queue's stored flow control (paused, limits, fairness, aging) and its counts."""
 
     queue: str
     paused: bool
@@ -100,9 +100,12 @@ class QueueInfo(NamedTuple):
     delayed: int
     processing: int
     dead: int
+    fair: bool = False  # claims round-robin across partition keys (Queue.set_fair)
+    weights: int = 0  # partition keys with a stored weight (the others weigh 1)
+    aging_s: float | None = None  # a waiting job gains a priority level per aging_s
 
 
-def _info(settings: QueueSettings, stats: QueueStats | None) -> QueueInfo:
+def _info(settings: QueueSettings, stats: QueueStats | None, weights: int = 0) -> QueueInfo:
     counts = (0, 0, 0, 0) if stats is None else stats[1:5]
     return QueueInfo(
         settings.queue,
@@ -112,7 +115,15 @@ def _info(settings: QueueSettings, stats: QueueStats | None) -> QueueInfo:
         settings.rate,
         settings.burst if settings.rate is not None else None,
         *counts,
+        fair=settings.fair,
+        weights=weights,
+        aging_s=settings.aging_s,
     )
+
+
+async def _weights(engine: Engine, settings: QueueSettings) -> int:
+    """How many weights a fair queue has stored (a queue that is not fair: 0)."""
+    return len(await engine.fair_weights(settings.queue)) if settings.fair else 0
 
 
 def _unset(queue: str) -> QueueSettings:
@@ -298,23 +309,28 @@ class Admin:
         return found
 
     async def queues(self) -> list[QueueInfo]:
-        """Every queue with jobs or stored settings, by name: paused, limits, counts."""
+        """Every queue with jobs or stored settings, by name: paused, limits, fairness,
+        aging, counts."""
         engine = engine_of(self._store)
         settings = {
             row[0]: QueueSettings.from_row(row) for row in await engine.queue_settings(None)
         }
         stats = {s.queue: s for s in await self.stats()}
         names = sorted(settings.keys() | stats.keys())
-        return [_info(settings.get(n) or _unset(n), stats.get(n)) for n in names]
+        found = []
+        for n in names:
+            queue = settings.get(n) or _unset(n)
+            found.append(_info(queue, stats.get(n), await _weights(engine, queue)))
+        return found
 
     async def queue_info(self, queue: str) -> QueueInfo:
-        """Paused, limits and counts of one queue."""
+        """Paused, limits, fairness, aging and counts of one queue."""
         engine = engine_of(self._store)
         check_name(queue)
         rows = await engine.queue_settings(queue)
         settings = QueueSettings.from_row(rows[0]) if rows else _unset(queue)
         stats = {s.queue: s for s in await self.stats()}
-        return _info(settings, stats.get(queue))
+        return _info(settings, stats.get(queue), await _weights(engine, settings))
 
     # -- alkstore doctor -------------------------------------------------------------
     async def health(self, limits: Thresholds | None = None) -> Health:
@@ -339,7 +355,8 @@ class Admin:
 
 
 def flow_json(info: QueueInfo | None) -> dict[str, Any]:
-    """A queue's pause flag and limits for ``--json`` (an unset queue: not paused, no limits)."""
+    """A queue's pause flag, limits, fairness and aging for ``--json`` (an unset queue:
+    not paused, no limits, not fair, no aging)."""
     if info is None:
         return {
             "paused": False,
@@ -347,6 +364,9 @@ def flow_json(info: QueueInfo | None) -> dict[str, Any]:
             "partition_concurrency": None,
             "rate": None,
             "burst": None,
+            "fair": False,
+            "weights": 0,
+            "aging_s": None,
         }
     return {
         "paused": info.paused,
@@ -354,4 +374,7 @@ def flow_json(info: QueueInfo | None) -> dict[str, Any]:
         "partition_concurrency": info.partition_concurrency,
         "rate": None if info.rate is None else str(info.rate),
         "burst": info.burst,
+        "fair": info.fair,
+        "weights": info.weights,
+        "aging_s": info.aging_s,
     }

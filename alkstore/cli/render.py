@@ -201,7 +201,20 @@ def flow(info: QueueInfo | None) -> str:
     if info.rate is not None:
         burst = f" burst {info.burst}" if info.burst else ""
         parts.append(f"rate {info.rate}{burst}")
+    if info.fair:
+        parts.append(fair_text(info))
+    if info.aging_s is not None:
+        parts.append(f"aging {info.aging_s:g}s")
     return ", ".join(parts) or "-"
+
+
+def fair_text(info: QueueInfo) -> str:
+    """``fair``, or ``fair, 3 weights`` when some partition keys have a stored weight."""
+    if not info.fair:
+        return "-"
+    return (
+        f"fair, {info.weights} weight{'s' if info.weights != 1 else ''}" if info.weights else "fair"
+    )
 
 
 def stats_table(stats: list[QueueStats], infos: dict[str, QueueInfo] | None = None) -> Table:
@@ -229,8 +242,12 @@ def queues_table(infos: list[QueueInfo]) -> Table:
     table = Table(title="queues", title_justify="left")
     table.add_column("queue")
     table.add_column("state")
-    columns = ("concurrency", "per partition", "rate", "pending", "delayed", "processing", "dead")
+    columns = ("concurrency", "per partition", "rate")
     for column in columns:
+        table.add_column(column, justify="right")
+    table.add_column("fair")
+    table.add_column("aging", justify="right")
+    for column in ("pending", "delayed", "processing", "dead"):
         table.add_column(column, justify="right")
     for i in infos:
         rate = "-" if i.rate is None else str(i.rate) + (f" burst {i.burst}" if i.burst else "")
@@ -240,6 +257,8 @@ def queues_table(infos: list[QueueInfo]) -> Table:
             "-" if i.concurrency is None else str(i.concurrency),
             "-" if i.partition_concurrency is None else str(i.partition_concurrency),
             rate,
+            fair_text(i),
+            "-" if i.aging_s is None else f"{i.aging_s:g}s",
             str(i.pending),
             str(i.delayed),
             str(i.processing),

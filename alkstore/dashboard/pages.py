@@ -21,7 +21,8 @@ FAILED = ("retry", "dead", "lost", "interrupted")
 
 
 def _flow(info: QueueInfo | None) -> str:
-    """A queue's pause flag and limits (issue 10) as escaped HTML: ``paused · concurrency 5``."""
+    """A queue's pause flag, limits, fairness and aging as escaped HTML:
+    ``paused · concurrency 5 · fair (2 weighted) · aging 30s``."""
     if info is None:
         return '<span class="muted">-</span>'
     parts = ['<span class="bad">paused</span>'] if info.paused else []
@@ -31,6 +32,10 @@ def _flow(info: QueueInfo | None) -> str:
         parts.append(f"{info.partition_concurrency} per partition")
     if info.rate is not None:
         parts.append(esc(f"rate {info.rate}" + (f" burst {info.burst}" if info.burst else "")))
+    if info.fair:
+        parts.append(f"fair ({info.weights} weighted)" if info.weights else "fair")
+    if info.aging_s is not None:
+        parts.append(esc(f"aging {info.aging_s:g}s"))
     return " · ".join(parts) or '<span class="muted">-</span>'
 
 

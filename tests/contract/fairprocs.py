@@ -10,8 +10,14 @@
     fairprocs.py drain    URL SCHEMA QUEUE
         claim and run jobs until a second stdin line, then until empty; before
         each ack re-read the job: print [[id, claimed payload, payload then], ...]
+    fairprocs.py aging    URL SCHEMA QUEUE WORKER SWEEP_S HANDLER_S LOG
+        a real alkstore worker (concurrency 2, no prefetch, sweeping every
+        SWEEP_S) running task ``hi`` (sleeps HANDLER_S) and ``lo`` (appends its
+        job's run_at, claim time and priority, on the database's clock, to LOG)
+        until SIGTERM
 
-Each prints ``ready`` once connected and waits for a line on stdin before it starts.
+Each but ``aging`` prints ``ready`` once connected and waits for a line on stdin
+before it starts.
 """
 
 from __future__ import annotations
@@ -90,6 +96,38 @@ async def drain(url: str, schema: str, queue: str) -> None:
     print(json.dumps(ran), flush=True)
 
 
+def aging(
+    url: str, schema: str, queue: str, worker: str, sweep_s: float, handler_s: float, log: str
+) -> None:
+    app = alkstore.App(url, schema=schema)
+
+    @app.task(queue=queue, name="hi")
+    async def hi() -> None:
+        await asyncio.sleep(handler_s)
+
+    @app.task(queue=queue, name="lo")
+    async def lo() -> None:
+        job = alkstore.current_job()
+        assert job is not None and job.claim_expires_at is not None
+        claimed_at = job.claim_expires_at.timestamp() - job.visibility_timeout_s
+        line = json.dumps([job.run_at.timestamp(), claimed_at, job.priority]) + "\n"
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.write(fd, line.encode())
+        os.close(fd)
+
+    run = app.worker(
+        [queue],
+        concurrency=2,
+        prefetch=0,
+        worker_id=worker,
+        sweep_interval_s=sweep_s,
+        poll_interval_s=0.2,
+        grace_s=2,
+        schedule=False,
+    )
+    asyncio.run(run.run())
+
+
 def main(argv: list[str]) -> None:
     command, url, schema, queue, *rest = argv
     if command == "fairlog":
@@ -98,6 +136,8 @@ def main(argv: list[str]) -> None:
         asyncio.run(debounce(url, schema, queue, rest[0], int(rest[1]), rest[2]))
     elif command == "drain":
         asyncio.run(drain(url, schema, queue))
+    elif command == "aging":
+        aging(url, schema, queue, rest[0], float(rest[1]), float(rest[2]), rest[3])
     else:
         raise SystemExit(f"unknown command {command!r}")
 

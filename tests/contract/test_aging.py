@@ -12,7 +12,7 @@ from alkstore import EnqueueOpts
 from .conftest import Clock
 
 AGING_S = 2.0
-SWEEP_EVERY_S = 5  # the workers' sweep interval, in ticks of one second
+SWEEP_EVERY_S = 2  # the workers' sweep interval, in ticks of one second (one level a sweep)
 TOP, LOW = 9, 0
 BOUND_S = (TOP - LOW + 1) * AGING_S + SWEEP_EVERY_S
 
@@ -40,7 +40,9 @@ async def test_an_aged_low_priority_job_starts_within_the_bound(
     q = store.queue(qname)
     await q.set_aging(AGING_S)
     assert (await q.settings()).aging_s == AGING_S
-    await q.enqueue_many([b"hi"] * 3, EnqueueOpts(priority=TOP))
+    # older priority-9 jobs than it, more than the bound's ticks drain: level with
+    # the stream at priority 9 it would still wait behind them
+    await q.enqueue_many([b"hi"] * 40, EnqueueOpts(priority=TOP))
     low = await q.enqueue(b"lo", EnqueueOpts(priority=LOW))
     started = await _saturate(q, clock, low, ticks=int(BOUND_S) * 3)
     assert started is not None and started <= BOUND_S + 1

@@ -209,3 +209,20 @@ async def test_a_queue_claimed_fair_follows_a_change_of_its_settings(
     await q.set_limits()
     await q.set_fair(False)  # the plain order again
     assert await _claim_keys(q, keys, 3) == ["a", "a", "a"]
+
+
+async def test_queue_info_and_the_queue_list_show_fairness_weights_and_aging(
+    store: alkstore.Store, qname: str
+) -> None:
+    q, other = store.queue(qname), store.queue(qname + "x")
+    await q.enqueue(b"x", EnqueueOpts(partition_key="acme"))
+    await other.enqueue(b"y")
+    plain = await q.info()
+    assert (plain.fair, plain.weights, plain.aging_s) == (False, 0, None)
+    await q.set_fair(weights={"acme": 3, "b": 0.5})
+    await q.set_aging(30)
+    info = await q.info()
+    assert (info.fair, info.weights, info.aging_s) == (True, 2, 30.0)
+    listed = {i.queue: i for i in await store.admin().queues()}
+    assert listed[qname] == info
+    assert (listed[qname + "x"].fair, listed[qname + "x"].aging_s) == (False, None)

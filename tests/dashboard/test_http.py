@@ -123,6 +123,26 @@ async def test_the_overview_shows_a_queues_pause_and_limits(
     queues = {q["queue"]: q for q in json.loads(text)["queues"]}
     assert queues["held"]["paused"] is True and queues["free"]["paused"] is False
     assert queues["capped"]["concurrency"] == 3 and queues["capped"]["rate"] == "10/s"
+
+
+async def test_the_overview_shows_a_queues_fairness_and_aging(
+    store: alkstore.Store, serve: Serve
+) -> None:
+    fair, plain = store.queue("tenants"), store.queue("free")
+    await fair.enqueue(b"x", alkstore.EnqueueOpts(partition_key="acme"))
+    await plain.enqueue(b"y")
+    await fair.set_fair(weights={"acme": 2})
+    await fair.set_aging(30)
+    served = serve()
+    status, body, _ = _get(served.url + "/")
+    assert status == 200
+    rows = {r.split("</a>")[0].rsplit(">", 1)[1]: r for r in body.split("<tr>")[2:]}
+    assert "fair (1 weighted) · aging 30s" in rows["tenants"]
+    assert "fair" not in rows["free"] and "aging" not in rows["free"]
+    status, text, _ = _get(served.url + "/api/overview")
+    queues = {q["queue"]: q for q in json.loads(text)["queues"]}
+    assert (queues["tenants"]["fair"], queues["tenants"]["weights"]) == (True, 1)
+    assert queues["tenants"]["aging_s"] == 30.0 and queues["free"]["fair"] is False
     assert queues["free"]["concurrency"] is None
 
 

@@ -71,7 +71,7 @@ class PostgresFlowControl(PostgresOutbox):
                 "exhausted_error": exhausted_error,
             }
         )
-        rows = await self._fetchall("fair_claim", {**params, "waited": False})
+        rows = await self._fair_claim_generic({**params, "waited": False})
         marker = rows[-1][3] if rows and rows[-1][0] is None else None
         if marker == "regate":
             return None
@@ -79,6 +79,7 @@ class PostgresFlowControl(PostgresOutbox):
             pool = self.check_open()
             try:
                 async with pool.connection() as conn, conn.transaction():
+                    await conn.execute(self.q["generic_plan"])
                     await conn.execute(self.q["fair_cursors_wait"], params)
                     cur = await conn.execute(
                         self.q["fair_claim"], {**params, "waited": True}, binary=True
@@ -92,6 +93,22 @@ class PostgresFlowControl(PostgresOutbox):
         if empty:
             await self._fair_prune(queue, empty)
         return Claimed([row for row in rows if row[0] is not None])
+
+    async def _fair_claim_generic(self, params: dict[str, Any]) -> list[Row]:
+        """``fair_claim`` on its generic plan: its prepared statement is planned once
+        per connection, not at every call (left to itself the server keeps making
+        custom plans for it, ~2 ms each: docs/benchmarks.md). ``SET LOCAL`` in the
+        statement's own transaction, so nothing else on the connection changes; one
+        pipeline, so the transaction costs no extra round trips."""
+        pool = self.check_open()
+        try:
+            async with pool.connection() as conn:
+                async with conn.pipeline(), conn.transaction():
+                    await conn.execute(self.q["generic_plan"])
+                    cur = await conn.execute(self.q["fair_claim"], self.timed(params), binary=True)
+                return await cur.fetchall()
+        except psycopg.Error as e:
+            raise await self.failure(e, "claim") from e
 
     async def _fair_prune(self, queue: str, keys: list[str]) -> None:
         """Drop the cursors of ``keys`` that have no live job, under their locks."""

@@ -387,24 +387,29 @@ DELETE FROM alk_dead WHERE queue = :queue AND died_at < :cutoff;
 
 -- name: aging_settings
 -- Priority aging (core/aging.py), step 1: the queue's interval and its top due
--- priority (the front of alk_jobs_pending_claim).
+-- priority among jobs never promoted (the front of alk_jobs_pending_claim, past
+-- the few promoted jobs there).
 SELECT s.aging_s,
        (SELECT max(priority) FROM alk_jobs INDEXED BY alk_jobs_pending_claim
-        WHERE queue = :queue AND state = 'pending' AND run_at <= :now)
+        WHERE queue = :queue AND state = 'pending' AND run_at <= :now
+          AND promoted_at IS NULL)
 FROM alk_queues AS s
 WHERE s.queue = :queue AND s.aging_s IS NOT NULL;
 
 -- name: promote
--- Priority aging, step 2: each due pending job below :top that has waited k >= 1
--- intervals since it became due or was last promoted gains k levels, at most
--- to :cap; its promotion time moves on by k intervals. SET reads the old row.
+-- Priority aging, step 2: each due pending job below :top, or promoted already
+-- and below :cap, that has waited k >= 1 intervals since it became due or was
+-- last promoted gains k levels, at most to :cap; its promotion time moves on by
+-- k intervals. SET reads the old row. A promoted job that reached :top climbs
+-- on: level with the stream it would still wait behind the stream's older jobs.
 UPDATE alk_jobs INDEXED BY alk_jobs_pending_claim
 SET priority = min(priority + CAST((:now - max(COALESCE(promoted_at, run_at), run_at))
                                    / :aging_s AS INTEGER), :cap),
     promoted_at = max(COALESCE(promoted_at, run_at), run_at)
                   + CAST((:now - max(COALESCE(promoted_at, run_at), run_at)) / :aging_s AS INTEGER)
                     * :aging_s
-WHERE queue = :queue AND state = 'pending' AND priority < :top
+WHERE queue = :queue AND state = 'pending' AND priority < :cap
+  AND (priority < :top OR promoted_at IS NOT NULL)
   AND run_at <= :now - :aging_s
   AND max(COALESCE(promoted_at, run_at), run_at) <= :now - :aging_s;
 
