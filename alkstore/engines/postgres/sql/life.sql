@@ -1,0 +1,106 @@
+-- A job's life (schema 9): attempt history, progress, durable steps, signals.
+-- Loaded beside queries.sql (migrator.QUERIES). "Fenced" below is the handle
+-- operations' fence: the row is processing, its claim not lapsed and its
+-- attempts still the writer's; FOR SHARE holds it against a reclaim until the
+-- write commits (a concurrent reclaim re-checks and the write finds no row).
+
+-- name: life_add_attempts
+-- Finished attempts, as the worker's completer recorded them (a JSON array).
+INSERT INTO {schema}.alk_attempts (job_id, queue, attempt, worker_id, host, claimed_at,
+                                   finished_at, outcome, error)
+SELECT r.job_id, r.queue, r.attempt, r.worker_id, r.host, to_timestamp(r.claimed_at),
+       to_timestamp(r.finished_at), r.outcome, r.error
+FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(job_id bigint, queue text, attempt integer,
+     worker_id text, host text, claimed_at float8, finished_at float8, outcome text, error text);
+
+-- name: life_trim_attempts
+-- Keep each listed job's newest :keep attempts.
+DELETE FROM {schema}.alk_attempts AS a
+USING (SELECT id, row_number() OVER (PARTITION BY job_id ORDER BY id DESC) AS n
+       FROM {schema}.alk_attempts WHERE job_id = ANY(%(ids)s::bigint[])) AS old
+WHERE a.id = old.id AND old.n > %(keep)s;
+
+-- name: life_attempts
+SELECT attempt, worker_id, host, claimed_at, finished_at, outcome, error
+FROM {schema}.alk_attempts WHERE job_id = %(id)s AND queue = %(queue)s ORDER BY id;
+
+-- name: life_put_progress
+-- Fenced upsert of the job's latest progress.
+INSERT INTO {schema}.alk_progress (job_id, queue, attempt, value, message, updated_at)
+SELECT id, queue, attempts, %(value)s, %(message)s, {now} FROM {schema}.alk_jobs
+WHERE id = %(id)s AND queue = %(queue)s AND (state || '') = 'processing'
+  AND attempts = %(attempts)s AND claim_expires_at >= {now}
+FOR SHARE
+ON CONFLICT (job_id) DO UPDATE SET attempt = excluded.attempt, value = excluded.value,
+    message = excluded.message, updated_at = excluded.updated_at;
+
+-- name: life_progress
+SELECT attempt, value, message, updated_at FROM {schema}.alk_progress
+WHERE job_id = %(id)s AND queue = %(queue)s;
+
+-- name: life_put_step
+-- Fenced insert of a completed step's JSON result (the first one stays).
+INSERT INTO {schema}.alk_steps (job_id, name, queue, value, attempt, done_at)
+SELECT id, %(name)s, queue, %(value)s, attempts, {now} FROM {schema}.alk_jobs
+WHERE id = %(id)s AND queue = %(queue)s AND (state || '') = 'processing'
+  AND attempts = %(attempts)s AND claim_expires_at >= {now}
+FOR SHARE
+ON CONFLICT (job_id, name) DO NOTHING;
+
+-- name: life_steps
+SELECT name, value FROM {schema}.alk_steps WHERE job_id = %(id)s AND queue = %(queue)s;
+
+-- name: life_put_signal
+-- The signal of a live job (the first of each name stays); its queue, or no row.
+WITH job AS (SELECT id, queue FROM {schema}.alk_jobs WHERE id = %(id)s),
+ins AS (
+    INSERT INTO {schema}.alk_signals (job_id, name, queue, payload, sent_at)
+    SELECT id, %(name)s, queue, %(payload)s, {now} FROM job
+    ON CONFLICT (job_id, name) DO NOTHING
+)
+SELECT queue FROM job;
+
+-- name: life_signal
+SELECT payload FROM {schema}.alk_signals
+WHERE job_id = %(id)s AND queue = %(queue)s AND name = %(name)s;
+
+-- name: life_poke
+-- A job parked on signal :name (its wait step is stored) that has the signal is
+-- due now. Run by the signal after it committed and by the park after the
+-- give-back committed (each its own statement, so its own snapshot): whichever
+-- runs second sees both.
+UPDATE {schema}.alk_jobs SET run_at = {now}
+WHERE id = %(id)s AND state = 'pending' AND run_at > {now}
+  AND EXISTS (SELECT 1 FROM {schema}.alk_signals WHERE job_id = %(id)s AND name = %(name)s)
+  AND EXISTS (SELECT 1 FROM {schema}.alk_steps
+              WHERE job_id = %(id)s AND name = '@wait:' || %(name)s)
+RETURNING queue;
+
+-- name: life_purge
+-- The sweep: rows of the queue's jobs that are gone (attempts and progress stay
+-- while a kept result does; steps and signals only while the job is live or dead).
+WITH gone AS (
+    SELECT DISTINCT job_id FROM (
+        SELECT job_id FROM {schema}.alk_attempts WHERE queue = %(queue)s
+        UNION ALL SELECT job_id FROM {schema}.alk_progress WHERE queue = %(queue)s
+        UNION ALL SELECT job_id FROM {schema}.alk_steps WHERE queue = %(queue)s
+        UNION ALL SELECT job_id FROM {schema}.alk_signals WHERE queue = %(queue)s
+    ) AS t
+    WHERE NOT EXISTS (SELECT 1 FROM {schema}.alk_jobs j WHERE j.id = t.job_id)
+      AND NOT EXISTS (SELECT 1 FROM {schema}.alk_dead d WHERE d.id = t.job_id)
+), kept AS (
+    SELECT job_id FROM gone
+    WHERE EXISTS (SELECT 1 FROM {schema}.alk_results r WHERE r.id = gone.job_id)
+), a AS (
+    DELETE FROM {schema}.alk_attempts WHERE job_id IN (SELECT job_id FROM gone)
+      AND job_id NOT IN (SELECT job_id FROM kept) RETURNING 1
+), p AS (
+    DELETE FROM {schema}.alk_progress WHERE job_id IN (SELECT job_id FROM gone)
+      AND job_id NOT IN (SELECT job_id FROM kept) RETURNING 1
+), s AS (
+    DELETE FROM {schema}.alk_steps WHERE job_id IN (SELECT job_id FROM gone) RETURNING 1
+), g AS (
+    DELETE FROM {schema}.alk_signals WHERE job_id IN (SELECT job_id FROM gone) RETURNING 1
+)
+SELECT (SELECT count(*) FROM a) + (SELECT count(*) FROM p) + (SELECT count(*) FROM s)
+       + (SELECT count(*) FROM g);
