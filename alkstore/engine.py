@@ -348,7 +348,7 @@ class Engine(Protocol):
         transaction."""
 
     async def attempts(self, queue: str, job_id: int) -> list[Row]:
-        """``(attempt, worker_id, host, claimed_at, finished_at, outcome, error)`` of
+        """``(attempt, worker_id, host, claimed_at, finished_at, outcome, error, trimmed)`` of
         the job's stored attempts, oldest first."""
 
     async def put_progress(

@@ -26,10 +26,13 @@ async def read_attempts(engine: Engine, queue: str, job_id: int) -> list[Attempt
     rows = await engine.attempts(queue, job_id)
     job = await engine.get_job(queue, job_id)
     if job is not None:
-        return attempt_history(rows, int(job[7]), str(job[3]))
-    kept = await engine.outcomes(queue, [job_id])
-    attempts = int(kept[0][5]) if kept else max((int(r[0]) for r in rows), default=0)
-    return attempt_history(rows, attempts, None)
+        state = str(job[3])
+        end = ("dead", job[15], job[14]) if state == "dead" else None
+        return attempt_history(rows, int(job[7]), state, end)  # type: ignore[arg-type]
+    kept = await engine.outcomes(queue, [job_id])  # OUTCOME_FIELDS
+    if kept:
+        return attempt_history(rows, int(kept[0][5]), None, ("success", kept[0][6], None))
+    return attempt_history(rows, max((int(r[0]) for r in rows), default=0), None)
 
 
 async def read_progress(engine: Engine, queue: str, job_id: int) -> Progress | None:

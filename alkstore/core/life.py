@@ -76,16 +76,26 @@ class Attempt:
         }
 
 
-def attempt_history(rows: list[tuple[Any, ...]], attempts: int, state: str | None) -> list[Attempt]:
+def attempt_history(
+    rows: list[tuple[Any, ...]],
+    attempts: int,
+    state: str | None,
+    end: tuple[AttemptOutcome, Any, str | None] | None = None,
+) -> list[Attempt]:
     """The attempts of a job from its stored rows ``(attempt, worker_id, host,
-    claimed_at, finished_at, outcome, error)`` in write order, with a ``lost``
+    claimed_at, finished_at, outcome, error, trimmed)`` in write order, with a ``lost``
     entry for each number below the current claim that has no final row (its
     worker was killed: nobody wrote it). ``attempts`` and ``state`` are the job's
     now (``state`` None: the job is gone); a processing job's current attempt is
-    not over and not listed."""
+    not over and not listed. ``end`` is how the job ended, as its dead row or kept
+    result says (outcome, finished_at, error): it stands for its last attempt while
+    that attempt's own row is not written yet."""
     out: list[Attempt] = []
     final: set[int] = set()
-    for number, worker, host, claimed, finished, outcome, error in rows:
+    first = 1
+    for number, worker, host, claimed, finished, outcome, error, trimmed in rows:
+        if trimmed:  # older rows were cut to the bound: the numbers below are not lost
+            first = max(first, int(number))
         out.append(
             Attempt(int(number), outcome, worker, host, _utc(claimed), _utc(finished), error)
         )
@@ -93,8 +103,11 @@ def attempt_history(rows: list[tuple[Any, ...]], attempts: int, state: str | Non
             final.add(int(number))
     # attempts below the live count were spent; the processing one is in progress
     spent = attempts - 1 if state == "processing" else attempts
-    first = min((a.number for a in out), default=1)  # older rows may be trimmed away
     missing = [n for n in range(first, spent + 1) if n not in final]
+    if end is not None and spent in missing:
+        missing.remove(spent)
+        outcome, finished, error = end
+        out.append(Attempt(spent, outcome, finished_at=_utc(finished), error=error))
     if missing:
         out.extend(Attempt(n, "lost") for n in missing)
         out.sort(key=lambda a: (a.number, a.finished_at is None))

@@ -33,7 +33,9 @@ class SqliteLife(SqliteConnections):
         records = [dict(zip(_ATTEMPT_COLUMNS, r, strict=True)) for r in rows]
         conn.executemany(Q["life_add_attempt"], records)
         for job_id in {r[0] for r in rows}:
-            conn.execute(Q["life_trim_attempts"], {"job_id": job_id, "keep": keep})
+            params = {"job_id": job_id, "keep": keep}
+            if conn.execute(Q["life_trim_attempts"], params).rowcount:
+                conn.execute(Q["life_mark_trimmed"], params)
 
     async def add_attempts(self, rows: Sequence[Row], keep: int) -> None:
         await self._write_call(self._attempts_unit, rows, keep)

@@ -14,14 +14,21 @@ FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(job_id bigint, queue text, attempt
      worker_id text, host text, claimed_at float8, finished_at float8, outcome text, error text);
 
 -- name: life_trim_attempts
--- Keep each listed job's newest :keep attempts.
-DELETE FROM {schema}.alk_attempts AS a
-USING (SELECT id, row_number() OVER (PARTITION BY job_id ORDER BY id DESC) AS n
-       FROM {schema}.alk_attempts WHERE job_id = ANY(%(ids)s::bigint[])) AS old
-WHERE a.id = old.id AND old.n > %(keep)s;
+-- Keep each listed job's newest :keep attempts; the oldest row left of a job that
+-- lost rows says so (trimmed: the numbers below it are not lost, only not kept).
+WITH ranked AS (
+    SELECT id, job_id, row_number() OVER (PARTITION BY job_id ORDER BY id DESC) AS n
+    FROM {schema}.alk_attempts WHERE job_id = ANY(%(ids)s::bigint[])
+), cut AS (
+    DELETE FROM {schema}.alk_attempts AS a USING ranked
+    WHERE a.id = ranked.id AND ranked.n > %(keep)s
+    RETURNING a.job_id
+)
+UPDATE {schema}.alk_attempts SET trimmed = true
+WHERE id IN (SELECT id FROM ranked WHERE n = %(keep)s AND job_id IN (SELECT job_id FROM cut));
 
 -- name: life_attempts
-SELECT attempt, worker_id, host, claimed_at, finished_at, outcome, error
+SELECT attempt, worker_id, host, claimed_at, finished_at, outcome, error, trimmed
 FROM {schema}.alk_attempts WHERE job_id = %(id)s AND queue = %(queue)s ORDER BY id;
 
 -- name: life_put_progress

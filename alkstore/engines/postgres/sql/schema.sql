@@ -258,7 +258,8 @@ CREATE TABLE {schema}.alk_attempts (
     finished_at timestamptz NOT NULL,
     outcome     text        NOT NULL CHECK (outcome IN
         ('success', 'retry', 'dead', 'lost', 'interrupted', 'cancelled', 'snoozed')),
-    error       text
+    error       text,
+    trimmed     boolean     NOT NULL DEFAULT false
 );
 CREATE INDEX alk_attempts_job ON {schema}.alk_attempts (job_id, id);
 CREATE INDEX alk_attempts_queue ON {schema}.alk_attempts (queue, job_id);

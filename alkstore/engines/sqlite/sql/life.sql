@@ -14,8 +14,13 @@ VALUES (:job_id, :queue, :attempt, :worker_id, :host, :claimed_at, :finished_at,
 DELETE FROM alk_attempts WHERE job_id = :job_id AND id <= (
     SELECT id FROM alk_attempts WHERE job_id = :job_id ORDER BY id DESC LIMIT 1 OFFSET :keep);
 
+-- name: life_mark_trimmed
+-- After a trim: the oldest row left says older ones were cut (they are not lost).
+UPDATE alk_attempts SET trimmed = 1
+WHERE id = (SELECT min(id) FROM alk_attempts WHERE job_id = :job_id);
+
 -- name: life_attempts
-SELECT attempt, worker_id, host, claimed_at, finished_at, outcome, error
+SELECT attempt, worker_id, host, claimed_at, finished_at, outcome, error, trimmed
 FROM alk_attempts WHERE job_id = :id AND queue = :queue ORDER BY id;
 
 -- name: life_put_progress

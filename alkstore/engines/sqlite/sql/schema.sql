@@ -220,7 +220,8 @@ CREATE TABLE alk_attempts (
     finished_at REAL    NOT NULL,
     outcome     TEXT    NOT NULL CHECK (outcome IN
         ('success', 'retry', 'dead', 'lost', 'interrupted', 'cancelled', 'snoozed')),
-    error       TEXT
+    error       TEXT,
+    trimmed     INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX alk_attempts_job ON alk_attempts (job_id, id);
 CREATE INDEX alk_attempts_queue ON alk_attempts (queue, job_id);
