@@ -114,12 +114,22 @@ class JobLife:
             self._writing = None
 
     def close(self) -> None:
-        """The run ended: a progress write not yet started is dropped (a later one
-        would be refused by the fence anyway)."""
+        """The run ended: a progress write still waiting for its turn goes out now,
+        after the one in flight (best-effort: it races the outcome, and once the
+        outcome is written the fence refuses it)."""
         self._closed = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        if self._timer is None:
+            return
+        self._timer.cancel()
+        self._timer = None
+        before, latest = self._writing, self._latest
+
+        async def flush() -> None:
+            if before is not None:
+                await asyncio.gather(before, return_exceptions=True)
+            await self._write(*latest)
+
+        self._writing = self._loop.create_task(flush())
 
     # -- steps --------------------------------------------------------------------------
     async def _stored(self) -> dict[str, str]:

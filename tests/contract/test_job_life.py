@@ -483,3 +483,40 @@ async def _has(queue: alkstore.Queue, job_id: int, n: int) -> bool:
 async def _progress_is(queue: alkstore.Queue, job_id: int, value: float) -> bool:
     progress = await queue.progress(job_id)
     return progress is not None and progress.value == value
+
+
+async def test_the_step_decorator_makes_each_call_a_step(app: alkstore.App) -> None:
+    ran: list[str] = []
+
+    @alkstore.step
+    async def fetch(n: int) -> int:
+        ran.append(f"fetch{n}")
+        return n + 1
+
+    @alkstore.step(name="store")
+    def store_it(n: int) -> int:
+        ran.append(f"store{n}")
+        return n * 2
+
+    @app.task(queue="s", name="deco", max_attempts=2, retry_base_s=0, keep_result_s=60)
+    async def deco() -> list[int]:
+        out = [await fetch(1), await fetch(2)]
+        if j().attempts == 1:
+            raise RuntimeError("again")
+        return out
+
+    @app.task(queue="s", name="deco_sync", max_attempts=2, retry_base_s=0, keep_result_s=60)
+    def deco_sync() -> int:
+        value = int(store_it(5))
+        if j().attempts == 1:
+            raise RuntimeError("again")
+        return value
+
+    assert await fetch(0) == 1 and store_it(0) == 0  # outside a job: plain calls
+    async with app:
+        a, b = await deco.defer(), await deco_sync.defer()
+        queue = app.store.queue("s")
+        async with Running(app, concurrency=2):
+            assert await queue.result(a, timeout_s=30) == [2, 3]
+            assert await queue.result(b, timeout_s=30) == 10
+    assert sorted(ran) == ["fetch0", "fetch1", "fetch2", "store0", "store5"]
