@@ -41,10 +41,8 @@ def timed(n: int) -> list[float]:
 
 
 def one_run(engine: str, base: str, steps: int, home: str) -> list[float]:
-    if engine == "sqlite":
-        url = f"sqlite:///{home}/dbos_{uuid.uuid4().hex[:8]}.sqlite"
-    else:
-        url = base  # one fresh database per bench run; a schema per run below
+    # SQLite: a fresh file per run; PostgreSQL: the bench run's database, a schema per run
+    url = f"sqlite:///{home}/dbos_{uuid.uuid4().hex[:8]}.sqlite" if engine == "sqlite" else base
     config: DBOSConfig = {"name": "bench", "system_database_url": url}
     if engine == "postgres":
         config["dbos_system_schema"] = f"dbos_{uuid.uuid4().hex[:8]}"
