@@ -1,6 +1,7 @@
 """A job's life (#24): the cost of a durable step and of progress reports.
 
-    .venv/bin/python bench/steps.py [--steps 300] [--runs 5] [--engines sqlite,postgres]
+    .venv/bin/python bench/steps.py [--steps 300] [--runs 5]
+                                    [--engines sqlite,sqlite-normal,postgres]
                                     [--dbos /path/to/venv/bin/python]
 
 1. Step round trip: a claimed job's ``JobLife`` runs ``--steps`` new steps in a
@@ -114,7 +115,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--engines", default="sqlite,postgres")
+    parser.add_argument("--engines", default="sqlite,sqlite-normal,postgres")
     parser.add_argument("--progress-s", type=float, default=3.0)
     parser.add_argument("--dbos", default=None, help="a Python with dbos installed")
     args = parser.parse_args()
@@ -124,16 +125,20 @@ async def main() -> None:
         engines.remove("postgres")
     rows, prows = [], []
     for engine in engines:
-        with engine_home(engine) as home:
+        # "sqlite-normal": SQLite with ?synchronous=normal (no fsync per commit, WAL)
+        base, query = (
+            ("sqlite", "?synchronous=normal") if engine == "sqlite-normal" else (engine, "")
+        )
+        with engine_home(base) as home:
             walls, cpus = [], []
             for _ in range(args.runs):
-                target = fresh_target(engine, home)
+                target = fresh_target(base, home, query)
                 wall, cpu = await step_run(target.url, target.kwargs(), args.steps)
                 walls.append(wall)
                 cpus.append(cpu)
             ours = median(walls) * 1e3
             rows.append([engine, "alkstore", f"{ours:.3f}", f"{median(cpus) * 1e3:.3f}", ""])
-            if args.dbos:
+            if args.dbos and not query:
                 found = run_dbos(args.dbos, engine, home, args.steps, args.runs)
                 if "error" in found:
                     print(f"DBOS on {engine} failed: {found['error']}")
@@ -142,7 +147,7 @@ async def main() -> None:
                     dbos = f"DBOS {found['version']}"
                     cells = [f"{found['wall_ms']:.3f}", f"{found['cpu_ms']:.3f}"]
                     rows.append([engine, dbos, *cells, ""])
-            target = fresh_target(engine, home)
+            target = fresh_target(base, home, query)
             p = await progress_run(target.url, target.kwargs(), args.progress_s)
             prows.append(
                 [

@@ -122,3 +122,46 @@ WITH gone AS (
 )
 SELECT (SELECT count(*) FROM a) + (SELECT count(*) FROM p) + (SELECT count(*) FROM s)
        + (SELECT count(*) FROM g);
+
+-- `alkstore copy` (core/tables.py): the life tables, keyset pages and row writes.
+
+-- name: copy_read_attempts
+SELECT id, job_id, queue, attempt, worker_id, host, claimed_at, finished_at, outcome, error,
+       trimmed
+FROM {schema}.alk_attempts WHERE id > %s ORDER BY id LIMIT %s;
+
+-- name: copy_write_attempts
+-- The row with its id; the id sequence is moved past it (the destination is empty).
+WITH ins AS (
+    INSERT INTO {schema}.alk_attempts (id, job_id, queue, attempt, worker_id, host, claimed_at,
+                                       finished_at, outcome, error, trimmed)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+    RETURNING id
+)
+SELECT setval(pg_get_serial_sequence('{schema}.alk_attempts', 'id'), ins.id) FROM ins;
+
+-- name: copy_read_progress
+SELECT job_id, queue, attempt, value, message, updated_at
+FROM {schema}.alk_progress WHERE job_id > %s ORDER BY job_id LIMIT %s;
+
+-- name: copy_write_progress
+INSERT INTO {schema}.alk_progress (job_id, queue, attempt, value, message, updated_at)
+VALUES (%s, %s, %s, %s, %s, %s);
+
+-- name: copy_read_steps
+SELECT job_id, name, queue, value, attempt, done_at
+FROM {schema}.alk_steps WHERE (job_id, name COLLATE "C") > (%s, %s)
+ORDER BY job_id, name COLLATE "C" LIMIT %s;
+
+-- name: copy_write_steps
+INSERT INTO {schema}.alk_steps (job_id, name, queue, value, attempt, done_at)
+VALUES (%s, %s, %s, %s, %s, %s);
+
+-- name: copy_read_signals
+SELECT job_id, name, queue, payload, sent_at
+FROM {schema}.alk_signals WHERE (job_id, name COLLATE "C") > (%s, %s)
+ORDER BY job_id, name COLLATE "C" LIMIT %s;
+
+-- name: copy_write_signals
+INSERT INTO {schema}.alk_signals (job_id, name, queue, payload, sent_at)
+VALUES (%s, %s, %s, %s, %s);

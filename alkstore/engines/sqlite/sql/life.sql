@@ -89,3 +89,38 @@ DELETE FROM alk_steps WHERE queue = :queue
 DELETE FROM alk_signals WHERE queue = :queue
   AND NOT EXISTS (SELECT 1 FROM alk_jobs j WHERE j.id = alk_signals.job_id)
   AND NOT EXISTS (SELECT 1 FROM alk_dead d WHERE d.id = alk_signals.job_id);
+
+-- `alkstore copy` (core/tables.py): the life tables, keyset pages and row writes.
+
+-- name: copy_read_attempts
+SELECT id, job_id, queue, attempt, worker_id, host, claimed_at, finished_at, outcome, error,
+       trimmed
+FROM alk_attempts WHERE id > ? ORDER BY id LIMIT ?;
+
+-- name: copy_write_attempts
+-- (AUTOINCREMENT moves past an explicit id by itself.)
+INSERT INTO alk_attempts (id, job_id, queue, attempt, worker_id, host, claimed_at, finished_at,
+                          outcome, error, trimmed)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: copy_read_progress
+SELECT job_id, queue, attempt, value, message, updated_at
+FROM alk_progress WHERE job_id > ? ORDER BY job_id LIMIT ?;
+
+-- name: copy_write_progress
+INSERT INTO alk_progress (job_id, queue, attempt, value, message, updated_at)
+VALUES (?, ?, ?, ?, ?, ?);
+
+-- name: copy_read_steps
+SELECT job_id, name, queue, value, attempt, done_at
+FROM alk_steps WHERE (job_id, name) > (?, ?) ORDER BY job_id, name LIMIT ?;
+
+-- name: copy_write_steps
+INSERT INTO alk_steps (job_id, name, queue, value, attempt, done_at) VALUES (?, ?, ?, ?, ?, ?);
+
+-- name: copy_read_signals
+SELECT job_id, name, queue, payload, sent_at
+FROM alk_signals WHERE (job_id, name) > (?, ?) ORDER BY job_id, name LIMIT ?;
+
+-- name: copy_write_signals
+INSERT INTO alk_signals (job_id, name, queue, payload, sent_at) VALUES (?, ?, ?, ?, ?);
