@@ -89,8 +89,11 @@ class JobLife:
         self._scheduled = True
         if self._in_loop():
             self._schedule()
-        else:
+            return
+        try:
             self._loop.call_soon_threadsafe(self._schedule)
+        except RuntimeError:  # the worker is gone (a sync handler left running): drop it
+            self._closed = True
 
     def _schedule(self) -> None:
         delay = max(self._last + PROGRESS_INTERVAL_S - time.monotonic(), 0.0)
@@ -233,4 +236,9 @@ class JobLife:
                 "a blocking step, sleep or wait was called on the worker's event loop: "
                 "in an async handler, await step(), sleep() or wait_for()"
             )
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        try:
+            future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        except RuntimeError:  # the worker's loop is closed: this run was given up
+            coro.close()
+            raise JobLostError(f"job {self._id}: the worker stopped; nothing was stored") from None
+        return future.result()
