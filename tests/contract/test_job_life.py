@@ -520,3 +520,28 @@ async def test_the_step_decorator_makes_each_call_a_step(app: alkstore.App) -> N
             assert await queue.result(a, timeout_s=30) == [2, 3]
             assert await queue.result(b, timeout_s=30) == 10
     assert sorted(ran) == ["fetch0", "fetch1", "fetch2", "store0", "store5"]
+
+
+async def test_a_run_whose_claim_was_taken_is_recorded_lost_by_its_worker(
+    app: alkstore.App, open_store: Any
+) -> None:
+    started = asyncio.Event()
+
+    @app.task(queue="h", name="stuck", visibility_timeout_s=30)
+    async def stuck() -> None:
+        started.set()
+        await asyncio.sleep(3600)
+
+    async with app:
+        job_id = await stuck.defer()
+        other = await open_store()
+        clock = Clock().install(app.store, other)
+        queue = app.store.queue("h")
+        async with Running(app, worker_id="w-stuck"):
+            await asyncio.wait_for(started.wait(), 30)
+            clock.advance(120)  # the claim lapses by the database's clock
+            taken = await other.queue("h").claim_one("w-other")
+            assert taken is not None and taken.job.attempts == 2
+            await wait_until(lambda: _has(queue, job_id, 1), "the lost attempt's record")
+        history = await queue.attempts(job_id)
+    assert [(a.number, a.outcome, a.worker_id) for a in history] == [(1, "lost", "w-stuck")]
