@@ -7,10 +7,12 @@
 1. Step round trip: a claimed job's ``JobLife`` runs ``--steps`` new steps in a
    row (each returns a small dict: JSON encoding, the fenced insert, commit);
    wall time and this process's CPU time per step, median of ``--runs`` runs.
-2. Progress at ~1,000 calls/s from one handler for 3 s: how many calls were
+2. Signal to resume: a job parked in ``wait_for``, the time from ``store.signal``
+   to the handler running again (the wake; the worker's re-poll is 30 s).
+3. Progress at ~1,000 calls/s from one handler for 3 s: how many calls were
    made, how many writes reached the database (coalesced to one per 0.25 s),
    and the cost of one ``progress()`` call.
-3. With ``--dbos PYTHON`` (an interpreter with ``dbos`` installed, kept out of
+4. With ``--dbos PYTHON`` (an interpreter with ``dbos`` installed, kept out of
    the project's dependencies), DBOS Transact's step checkpoint in the same
    run: a workflow of ``--steps`` steps, wall and CPU time per step, on SQLite
    and PostgreSQL (``bench/dbos_steps.py`` runs in that interpreter).
@@ -35,6 +37,7 @@ from common import (
     engine_home,
     fresh_target,
     median,
+    percentile,
     postgres_available,
     render_table,
 )
@@ -97,6 +100,40 @@ async def progress_run(url: str, kwargs: dict[str, Any], seconds: float) -> dict
     return out
 
 
+async def signal_run(url: str, kwargs: dict[str, Any], probes: int) -> list[float]:
+    """Seconds from ``store.signal`` to the parked handler's ``wait_for`` returning."""
+    app = alkstore.App(url, **kwargs)
+    resumed: asyncio.Queue[float] = asyncio.Queue()
+
+    @app.task(queue="bench_signal", name="waiter")
+    async def waiter() -> None:
+        job = current_job()
+        assert job is not None
+        await job.wait_for("go")
+        await resumed.put(time.perf_counter())
+
+    delays = []
+    async with app:
+        # a re-poll far slower than the wake: only the wake brings the job back soon
+        worker = app.worker(concurrency=1, handle_signals=False, poll_interval_s=30)
+        running = asyncio.create_task(worker.run())
+        queue = app.store.queue("bench_signal")
+        for _ in range(probes):
+            job_id = await waiter.defer()
+            while (
+                not (job := await queue.get_job(job_id))
+                or job.state != "pending"
+                or not (await queue.attempts(job_id))
+            ):
+                await asyncio.sleep(0.01)  # parked: given back and recorded
+            t0 = time.perf_counter()
+            await app.store.signal(job_id, "go")
+            delays.append(await asyncio.wait_for(resumed.get(), 60) - t0)
+        worker.stop()
+        await running
+    return delays
+
+
 def run_dbos(python: str, engine: str, pg_url: str, steps: int, runs: int) -> dict[str, Any]:
     script = Path(__file__).with_name("dbos_steps.py")
     done = subprocess.run(
@@ -117,13 +154,14 @@ async def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--engines", default="sqlite,sqlite-normal,postgres")
     parser.add_argument("--progress-s", type=float, default=3.0)
+    parser.add_argument("--signals", type=int, default=20, help="signal → resume probes")
     parser.add_argument("--dbos", default=None, help="a Python with dbos installed")
     args = parser.parse_args()
     engines = [e for e in args.engines.split(",") if e]
     if "postgres" in engines and not postgres_available():
         print(f"PostgreSQL unreachable at {PG_ADMIN_URL}: skipped")
         engines.remove("postgres")
-    rows, prows = [], []
+    rows, prows, srows = [], [], []
     for engine in engines:
         # "sqlite-normal": SQLite with ?synchronous=normal (no fsync per commit, WAL)
         base, query = (
@@ -148,6 +186,11 @@ async def main() -> None:
                     cells = [f"{found['wall_ms']:.3f}", f"{found['cpu_ms']:.3f}"]
                     rows.append([engine, dbos, *cells, ""])
             target = fresh_target(base, home, query)
+            delays = await signal_run(target.url, target.kwargs(), args.signals)
+            srows.append(
+                [engine, f"{median(delays) * 1e3:.2f}", f"{percentile(delays, 99) * 1e3:.2f}"]
+            )
+            target = fresh_target(base, home, query)
             p = await progress_run(target.url, target.kwargs(), args.progress_s)
             prows.append(
                 [
@@ -167,6 +210,13 @@ async def main() -> None:
             f"Progress from one handler for {args.progress_s:g}s",
             ["engine", "calls/s", "calls", "writes", "writes/s", "µs per call"],
             prows,
+        )
+    )
+    print(
+        render_table(
+            f"Signal → parked handler resumed ({args.signals} probes; worker re-poll 30 s)",
+            ["engine", "p50 ms", "p99 ms"],
+            srows,
         )
     )
     print(f"(python {sys.version.split()[0]}, {os.cpu_count()} cores)")
