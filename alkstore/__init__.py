@@ -12,6 +12,7 @@ from alkstore.connect import connect
 from alkstore.core.dedupe import Enqueued
 from alkstore.core.flow import Rate
 from alkstore.core.job import Job, JobState, Notification, SweepResult
+from alkstore.core.life import Attempt, Progress
 from alkstore.core.options import EnqueueOpts, QueueOpts
 from alkstore.core.results import JobOutcome
 from alkstore.errors import (
@@ -22,10 +23,12 @@ from alkstore.errors import (
     InvalidArgumentError,
     InvalidNameError,
     JobDeadError,
+    JobLostError,
     PayloadError,
     PayloadTooLargeError,
     ResultTimeoutError,
     ResultUnavailableError,
+    SignalTimeoutError,
     StoreClosedError,
 )
 from alkstore.job_handle import JobHandle
@@ -35,6 +38,7 @@ from alkstore.subscription import Subscription
 from alkstore.tasks import Deferred, Fail, Snooze, SyncDeferred, Task, TaskCall
 from alkstore.transaction import Transaction, TxQueue
 from alkstore.worker.context import current_job
+from alkstore.worker.durable import step
 
 try:
     __version__: str = _metadata.version("alkstore")
@@ -68,6 +72,9 @@ __all__ = [
     "Fail",
     "Snooze",
     "current_job",
+    "step",
+    "Attempt",
+    "Progress",
     # flow control
     "Rate",
     # transactions
@@ -84,6 +91,8 @@ __all__ = [
     "JobDeadError",
     "ResultTimeoutError",
     "ResultUnavailableError",
+    "JobLostError",
+    "SignalTimeoutError",
     "CopyRefusedError",
     "EngineError",
 ]

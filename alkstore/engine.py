@@ -339,3 +339,44 @@ class Engine(Protocol):
         past their deadline, and what only this engine has (PostgreSQL's table
         statistics, xmin horizon holders and blind spots; SQLite's WAL); workers
         and clock offset are left for the caller."""
+
+    # -- a job's life (#24; alkstore/life.py, worker/job_life.py) ---------------------
+    # Attempt rows are ``(job_id, queue, attempt, worker_id, host, claimed_at,
+    # finished_at, outcome, error)`` with POSIX-second times.
+    async def add_attempts(self, rows: Sequence[Row], keep: int) -> None:
+        """Insert finished attempts and keep each listed job's newest ``keep``; one
+        transaction."""
+
+    async def attempts(self, queue: str, job_id: int) -> list[Row]:
+        """``(attempt, worker_id, host, claimed_at, finished_at, outcome, error, trimmed)`` of
+        the job's stored attempts, oldest first."""
+
+    async def put_progress(
+        self, queue: str, job_id: int, attempts: int, value: float, message: str | None
+    ) -> bool:
+        """Fenced upsert of the job's progress; ``False`` if the claim is not the writer's."""
+
+    async def progress(self, queue: str, job_id: int) -> Row | None:
+        """``(attempt, value, message, updated_at)`` of the job's latest progress."""
+
+    async def put_step(self, queue: str, job_id: int, attempts: int, name: str, value: str) -> bool:
+        """Fenced insert of a step's JSON result; ``False`` if the claim is not the
+        writer's (or the key is taken)."""
+
+    async def steps(self, queue: str, job_id: int) -> dict[str, str]:
+        """The job's stored step results (JSON text) by key."""
+
+    async def put_signal(self, job_id: int, name: str, payload: str) -> str | None:
+        """Store the signal of a live job (the first of a name stays), then make the
+        job due now if it is parked on it and wake its queue; the job's queue, or
+        ``None`` if no live job has that id."""
+
+    async def get_signal(self, queue: str, job_id: int, name: str) -> str | None:
+        """The payload (JSON text) of the job's signal ``name``, if it was sent."""
+
+    async def poke_parked(self, queue: str, job_id: int, name: str) -> bool:
+        """After a park's give-back committed: make the job due now (and wake its
+        queue) if signal ``name`` came meanwhile."""
+
+    async def purge_life(self, queue: str) -> int:
+        """Drop the life rows of the queue's jobs that are gone; count them."""

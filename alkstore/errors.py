@@ -15,10 +15,12 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidNameError",
     "JobDeadError",
+    "JobLostError",
     "PayloadError",
     "PayloadTooLargeError",
     "ResultTimeoutError",
     "ResultUnavailableError",
+    "SignalTimeoutError",
     "StoreClosedError",
 ]
 
@@ -88,3 +90,13 @@ class ResultUnavailableError(AlkstoreError):
 
 class CopyRefusedError(AlkstoreError):
     """A store copy was refused (workers registered, destination not empty) or did not verify."""
+
+
+class JobLostError(AlkstoreError):
+    """Raised inside a handler: the job is no longer this worker's (its claim lapsed
+    or was taken, or it was cancelled), so a step result was not stored."""
+
+
+class SignalTimeoutError(AlkstoreError, TimeoutError):
+    """Raised inside a handler by ``current_job().wait_for``: the signal did not
+    come within ``timeout_s``."""

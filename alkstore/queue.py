@@ -17,6 +17,7 @@ from alkstore.core.dedupe import Enqueued
 from alkstore.core.fair import check_weights
 from alkstore.core.flow import CANCEL_NOTE, QueueSettings, Rate, check_limit, parse_rate
 from alkstore.core.job import ERROR_EXPIRED, ERROR_MAX_ATTEMPTS, Job, SweepResult, claim_order
+from alkstore.core.life import Attempt, Progress
 from alkstore.core.names import check_worker_id
 from alkstore.core.options import EnqueueOpts, QueueOpts, check_positive, describe
 from alkstore.core.results import JobOutcome
@@ -35,6 +36,7 @@ from alkstore.enqueuing import (
 )
 from alkstore.errors import AlkstoreError, InvalidArgumentError, StoreClosedError
 from alkstore.job_handle import HandleStore, JobHandle
+from alkstore.life import read_attempts, read_progress
 from alkstore.transaction import joined_transaction
 
 if TYPE_CHECKING:
@@ -281,6 +283,15 @@ class Queue(Enqueuing):
         engine = engine_of(self._store)
         row = await engine.get_job(self.name, check_job_id(job_id))
         return None if row is None else Job(row)
+
+    async def attempts(self, job_id: int) -> list[Attempt]:
+        """The finished attempts of a job of this queue, oldest first: number, worker,
+        host, times, outcome and error (docs/durable.md, "Attempt history")."""
+        return await read_attempts(engine_of(self._store), self.name, job_id)
+
+    async def progress(self, job_id: int) -> Progress | None:
+        """The latest progress the job's handler reported (``current_job().progress``)."""
+        return await read_progress(engine_of(self._store), self.name, job_id)
 
     async def sweep_expired(self) -> SweepResult:
         """Dead-letter expired jobs; purge dead ones older than the retention."""

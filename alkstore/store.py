@@ -26,6 +26,7 @@ from alkstore.enqueuing import check_opts
 from alkstore.errors import AlkstoreError, InvalidArgumentError
 from alkstore.group_ack import AckGroup
 from alkstore.job_handle import JobHandle
+from alkstore.life import send_signal
 from alkstore.queue import Queue
 from alkstore.subscription import ListenerHub, Subscription
 from alkstore.transaction import Transaction
@@ -142,6 +143,13 @@ class Store:
         :meth:`Queue.enqueue_on` (e.g. from an after-commit hook)."""
         engine = engine_of(self)
         await engine.notify(check_name(queue), "")
+
+    async def signal(self, job_id: int, name: str, payload: object = None) -> bool:
+        """Send signal ``name`` with JSON ``payload`` to job ``job_id``: a handler
+        parked in ``current_job().wait_for(name)`` resumes at once with ``payload``
+        (a later wait finds it too). ``False`` if no live job has that id."""
+        engine = engine_of(self)
+        return await send_signal(engine, job_id, name, payload, self.max_payload_bytes)
 
     @property
     def listens(self) -> bool:

@@ -27,6 +27,7 @@ from alkstore.connect import connect as _aconnect
 from alkstore.core.dedupe import Enqueued
 from alkstore.core.flow import QueueSettings, Rate
 from alkstore.core.job import Job, Notification, Row, SweepResult
+from alkstore.core.life import Attempt, Progress
 from alkstore.core.options import EnqueueOpts, QueueOpts
 from alkstore.core.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from alkstore.core.results import JobOutcome
@@ -105,6 +106,10 @@ class Store:
     def wake(self, queue: str) -> None:
         """Wake ``queue``'s consumers (after committing jobs added with ``enqueue_on``)."""
         self._runner.run(self._async.wake(queue))
+
+    def signal(self, job_id: int, name: str, payload: object = None) -> bool:
+        """Send signal ``name`` to job ``job_id`` (see ``alkstore.Store.signal``)."""
+        return self._runner.run(self._async.signal(job_id, name, payload))
 
     def listen(self, *channels: str) -> Subscription:
         return Subscription(self._async.listen(*channels), self._runner)
@@ -276,6 +281,12 @@ class Queue(_Enqueuing):
 
     def get_job(self, job_id: int) -> Job | None:
         return self._runner.run(self._async.get_job(job_id))
+
+    def attempts(self, job_id: int) -> list[Attempt]:
+        return self._runner.run(self._async.attempts(job_id))
+
+    def progress(self, job_id: int) -> Progress | None:
+        return self._runner.run(self._async.progress(job_id))
 
     def sweep_expired(self) -> SweepResult:
         return self._runner.run(self._async.sweep_expired())

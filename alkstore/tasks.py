@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, Self, TypeVar
 
 from alkstore.core.dedupe import Enqueued
+from alkstore.core.life import Progress
 from alkstore.core.options import EnqueueOpts, QueueOpts, check_non_negative, describe
 from alkstore.core.payload import encode_payload
 from alkstore.errors import InvalidArgumentError, PayloadError
@@ -225,6 +226,12 @@ class Deferred(_Call):
         store = await task.app.connect()
         return await store.queue(task.queue, task.opts).result(int(self), timeout_s)
 
+    async def progress(self) -> Progress | None:
+        """The latest progress the job's handler reported (``current_job().progress``),
+        readable while you wait for :meth:`result`."""
+        store = await self.task.app.connect()
+        return await store.queue(self.task.queue, self.task.opts).progress(int(self))
+
 
 class SyncDeferred(_Call):
     """What ``defer_sync`` returns: a :class:`Deferred` whose ``result`` blocks.
@@ -238,6 +245,10 @@ class SyncDeferred(_Call):
         task = self._check()
         queue = task.app.sync_store().queue(task.queue, task.opts)
         return queue.result(int(self), timeout_s)
+
+    def progress(self) -> Progress | None:
+        """The latest progress the job's handler reported (blocking read)."""
+        return self.task.app.sync_store().queue(self.task.queue, self.task.opts).progress(int(self))
 
 
 def _deferred(task: Task[Any, Any], got: Enqueued) -> Deferred:

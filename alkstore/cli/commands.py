@@ -14,6 +14,7 @@ from alkstore.cli.base import cli
 from alkstore.cli.doctor import doctor
 from alkstore.cli.fair import queues_aging, queues_fair
 from alkstore.cli.jobs import jobs
+from alkstore.cli.life import jobs_signal
 from alkstore.cli.queues import queues
 from alkstore.cli.store_commands import enqueue, migrate, stats, sweep, workers
 from alkstore.cli.tools import copy_command, dashboard, demo
@@ -36,6 +37,7 @@ cli.add_command(copy_command)
 cli.add_command(doctor)
 queues.add_command(queues_fair)
 queues.add_command(queues_aging)
+jobs.add_command(jobs_signal)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -19,6 +19,7 @@ from alkstore.cli.base import (
     _run,
     _store_options,
 )
+from alkstore.cli.life import attempts_table, life_json, life_of, progress_text
 from alkstore.core.names import check_name
 from alkstore.errors import InvalidNameError
 from alkstore.store import Store
@@ -103,21 +104,29 @@ def jobs_show(
     async def go() -> Any:
         async with await _open(ctx, url, schema) as store:
             admin = store.admin()
-            return await admin.find_job(ident), await admin.outcome(ident)
+            job, outcome = await admin.find_job(ident), await admin.outcome(ident)
+            found = job or outcome
+            life = None if found is None else await life_of(store, found.queue, ident)
+            return job, outcome, life
 
-    job, outcome = _run(go())
+    job, outcome, life = _run(go())
     if job is not None:
         if as_json:
-            render.print_json(render.job_json(job))
+            render.print_json({**render.job_json(job), **life_json(*life)})
         else:
             _out().print(render.job_detail(job, full))
     elif outcome is not None:  # finished: only its kept result is left
         if as_json:
-            render.print_json(render.outcome_json(outcome))
+            render.print_json({**render.outcome_json(outcome), **life_json(*life)})
         else:
             _out().print(render.outcome_detail(outcome, full))
     else:
         raise Failed(f"no job {ident} (a finished job shows only while its result is kept)")
+    attempts, progress = life
+    if not as_json and progress is not None:
+        _out().print(f"progress: {progress_text(progress)}", markup=False, highlight=False)
+    if not as_json and attempts:
+        _out().print(attempts_table(attempts, full))
 
 
 @jobs.command("outcomes")

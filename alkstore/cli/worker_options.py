@@ -133,6 +133,15 @@ WORKER_OPTIONS: tuple[WorkerOption, ...] = (
         kwarg="presence_interval_s",
     ),
     WorkerOption(
+        ("--attempt-history",),
+        "ALKSTORE_WORKER_ATTEMPT_HISTORY",
+        "Attempts kept per job in its history (the newest; 0: none).",
+        int,
+        0,
+        default=20,
+        kwarg="attempt_history",
+    ),
+    WorkerOption(
         ("--log-level",),
         "ALKSTORE_WORKER_LOG_LEVEL",
         "warning: only the non-success job lines.",

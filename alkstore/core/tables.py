@@ -143,6 +143,59 @@ COPIED_TABLES: tuple[Table, ...] = (
         (("queue", "text"), ("partition_key", "text"), ("weight", "float")),
         2,
     ),
+    # a job's life (schema v9)
+    Table(
+        "alk_attempts",
+        (
+            ("id", "int"),
+            ("job_id", "int"),
+            ("queue", "text"),
+            ("attempt", "int"),
+            ("worker_id", "text"),
+            ("host", "text"),
+            ("claimed_at", "time"),
+            ("finished_at", "time"),
+            ("outcome", "text"),
+            ("error", "text"),
+            ("trimmed", "bool"),
+        ),
+        1,
+    ),
+    Table(
+        "alk_progress",
+        (
+            ("job_id", "int"),
+            ("queue", "text"),
+            ("attempt", "int"),
+            ("value", "float"),
+            ("message", "text"),
+            ("updated_at", "time"),
+        ),
+        1,
+    ),
+    Table(
+        "alk_steps",
+        (
+            ("job_id", "int"),
+            ("name", "text"),
+            ("queue", "text"),
+            ("value", "text"),
+            ("attempt", "int"),
+            ("done_at", "time"),
+        ),
+        2,
+    ),
+    Table(
+        "alk_signals",
+        (
+            ("job_id", "int"),
+            ("name", "text"),
+            ("queue", "text"),
+            ("payload", "text"),
+            ("sent_at", "time"),
+        ),
+        2,
+    ),
 )
 
 _BY_NAME = {t.name: t for t in COPIED_TABLES}

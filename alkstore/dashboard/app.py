@@ -43,7 +43,8 @@ from alkstore.admin import GONE_AFTER_S, JOB_STATES, Admin, flow_json
 from alkstore.core.job import Job
 from alkstore.dashboard.assets import ICON, LIVE_JS, STYLE
 from alkstore.dashboard.health import health_page
-from alkstore.dashboard.pages import now_utc
+from alkstore.dashboard.life import life_sections
+from alkstore.dashboard.pages import Page, now_utc
 from alkstore.dashboard.site import (
     LIST_LIMIT,
     SESSION_COOKIE,
@@ -200,11 +201,37 @@ def create_app(
             outcome = None if job_id is None else await admin.outcome(job_id)
             if outcome is not None and outcome.outcome == "success":  # only a kept result left
                 body = page.outcome_page(outcome, now_utc())
+                body += await life_html(page, outcome.queue, outcome.id, live=False)
                 return dash.html(page, f"Job {outcome.id}", body, "")
             body = page.refused(f"no job {request.path_params['job_id']}")
             return dash.html(page, "No such job", body, "", status=404)
         body = page.job_page(job, now_utc(), page.url(f"/jobs/{job.id}"))
+        body += await life_html(page, job.queue, job.id, live=job.state != "dead")
         return dash.html(page, f"Job {job.id}", body, "")
+
+    async def life_html(page: Page, queue: str, job_id: int, *, live: bool) -> str:
+        """The job's progress, attempts and signal form (dashboard/life.py)."""
+        q = (await dash.store()).queue(queue)
+        attempts, progress = await q.attempts(job_id), await q.progress(job_id)
+        back = page.url(f"/jobs/{job_id}")
+        return life_sections(page, job_id, attempts, progress, now_utc(), live=live, back=back)
+
+    async def act_signal(request: Request) -> Response:
+        """Send a signal to a job (a checked POST): name and JSON payload from the form."""
+        try:
+            fields = await dash.form(request)
+        except Refused as e:
+            return await dash.refused(request, str(e))
+        job_id = parse_id(request.path_params["job_id"])
+        name = (fields.get("name") or [""])[0]
+        try:
+            payload = json.loads((fields.get("payload") or ["null"])[0] or "null")
+            sent = job_id is not None and await (await dash.store()).signal(job_id, name, payload)
+        except (ValueError, AlkstoreError) as e:
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            return redirect(dash.back(request, fields), f"signal not sent: {first}")
+        message = f"sent signal {name!r} to job {job_id}" if sent else f"no live job {job_id}"
+        return redirect(dash.back(request, fields), message)
 
     async def workers_page(request: Request) -> Response:
         workers = await (await dash.store()).admin().workers(dash.gone_after_s)
@@ -357,6 +384,7 @@ def create_app(
         Route("/health", gated(health)),
         Route("/jobs/{job_id}/requeue", act_requeue, methods=["POST"]),
         Route("/jobs/{job_id}/cancel", act_cancel, methods=["POST"]),
+        Route("/jobs/{job_id}/signal", act_signal, methods=["POST"]),
         Route("/requeue", act_bulk_requeue, methods=["POST"]),
         Route("/login", login, methods=["GET", "POST"]),
         Route("/logout", logout, methods=["POST"]),

@@ -23,12 +23,14 @@ from typing import TYPE_CHECKING
 
 from alkstore.errors import AlkstoreError, StoreClosedError
 from alkstore.group_ack import Batcher
+from alkstore.worker.job_life import park
 from alkstore.worker.outcome import Kind, Outcome, outcome_records
 from alkstore.worker.runs import ACKING, CANCELLED, LOST, Run, StopFlag, task_name
 
 if TYPE_CHECKING:
     from alkstore.metrics import Metrics
     from alkstore.store import Store
+    from alkstore.worker.attempt_log import AttemptLog
     from alkstore.worker.netwait import DbWaits
     from alkstore.worker.presence import Presence
     from alkstore.worker.protocols import WorkerApp
@@ -68,6 +70,7 @@ class Completer:
         self.presence = presence
         self.metrics = metrics
         self._acks: Batcher[Run] = Batcher(self._flush, self._abandon)
+        self.history: AttemptLog | None = None  # the attempt history's writer (#24)
 
     # -- settling one run -------------------------------------------------------------
     def settle(self, run: Run, outcome: Outcome) -> bool:
@@ -95,6 +98,8 @@ class Completer:
             op = handle.retry(outcome.error)
         elif kind is Kind.FAIL:
             op = handle.fail(outcome.error)
+        elif kind is Kind.SNOOZE and outcome.value is not None:  # parked on a signal
+            op = park(handle, outcome.seconds, outcome.value)
         elif kind is Kind.SNOOZE or kind is Kind.GIVE_BACK:
             op = handle.snooze(outcome.seconds)
         else:
@@ -108,6 +113,8 @@ class Completer:
             log.warning("job %d: writing outcome %s failed: %s", run.handle.job.id, label, e)
             done = False
         self.record(run, outcome.name, label if done else "lost", outcome.error)
+        if self.history is not None and kind is not Kind.GIVE_BACK:
+            self.history.add(run, label if done else "lost", outcome.error or _refused(done))
 
     # -- the ack batch ------------------------------------------------------------------
     @property
@@ -121,6 +128,8 @@ class Completer:
         for run, acked in zip(runs, answers, strict=True):
             held.discard(run)
             self.record(run, run.name, "success" if acked else "lost", None)
+            if not acked and self.history is not None:  # a refused ack is not a success
+                self.history.add(run, "lost", _refused(False))
         self.room.set()
 
     def _abandon(self, runs: list[Run]) -> None:
@@ -186,6 +195,10 @@ class Completer:
             name = task_name(run)
             self._observe(run, name, outcome)
             self._log(logging.WARNING, run, name, outcome, INTERRUPTED)
+            if self.history is not None:
+                self.history.add(run, outcome, INTERRUPTED)
+        if self.history is not None:
+            await self.history.drain()
 
     # -- counting and logging -------------------------------------------------------------
     def record(self, run: Run, name: str, outcome: str, error: str | None) -> None:
@@ -206,6 +219,8 @@ class Completer:
         outcome = run.revoked or "lost"
         reason = "cancelled" if outcome == "cancelled" else "the claim is no longer ours"
         self.record(run, name, outcome, f"{reason}: the handler was stopped")
+        if self.history is not None:
+            self.history.add(run, outcome, f"{reason}: the handler was stopped")
 
     def _observe(self, run: Run, name: str, outcome: str) -> None:
         """Count one finished run in the outcome history and the metrics."""
@@ -238,3 +253,7 @@ class Completer:
             fields["error"] = first
             line += f" error={first!r}"
         outcome_records.emit(level, line, fields)
+
+
+def _refused(done: bool) -> str | None:
+    return None if done else "the outcome was refused: the claim was no longer this worker's"

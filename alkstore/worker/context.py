@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
+from collections.abc import Callable
 from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from alkstore.core.job import Job, Row
+from alkstore.errors import InvalidArgumentError
+from alkstore.worker.job_life import JobLife
+
+if TYPE_CHECKING:
+    from alkstore.job_handle import JobHandle
 
 __all__ = ["RunningJob", "current_job", "current_tick"]
 
@@ -23,12 +31,73 @@ class RunningJob(Job):
     # A plain flag, not a threading.Event: it is only ever set (by the worker's
     # loop) and read (by the handler's thread); a bool store is atomic, and an
     # Event (a Condition and a lock) per job costs ~3 µs of the per-job budget.
-    __slots__ = ("_revoked",)
+    __slots__ = ("_bound", "_life", "_revoked")
     _revoked: bool
+    _bound: tuple[JobHandle, asyncio.AbstractEventLoop] | None
+    _life: JobLife | None
 
     def __init__(self, row: Row) -> None:
         super().__init__(row)
         object.__setattr__(self, "_revoked", False)
+        object.__setattr__(self, "_bound", None)
+        object.__setattr__(self, "_life", None)
+
+    # -- a job's life (#24; worker/job_life.py, docs/durable.md) -----------------------
+    def _bind(self, handle: JobHandle, loop: asyncio.AbstractEventLoop) -> None:
+        """The worker's side: the claim the handler's progress and steps write under."""
+        object.__setattr__(self, "_bound", (handle, loop))
+
+    def _end(self) -> None:
+        life = self._life
+        if life is not None:
+            life.close()
+
+    def _lived(self) -> JobLife:
+        life = self._life
+        if life is None:
+            bound = self._bound
+            if bound is None:
+                raise InvalidArgumentError(
+                    f"job {self.id} is not being run by a worker: no progress, steps or waits"
+                )
+            life = JobLife(*bound)
+            object.__setattr__(self, "_life", life)
+        return life
+
+    def progress(self, value: float, message: str | None = None) -> None:
+        """Report progress (a fraction 0..1 or a count, and an optional message); never
+        blocks. Written at most every 0.25 s (the latest value wins), fenced on this
+        claim; read with ``Queue.progress(job_id)``."""
+        self._lived().progress(value, message)
+
+    async def step(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn(*args, **kwargs)`` (sync or async) once for this job: its JSON
+        result is stored, fenced, and a later attempt gets the stored result back
+        without running it. Returns the result as JSON gives it back."""
+        return await self._lived().step(name, fn, *args, **kwargs)
+
+    def step_sync(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """:meth:`step` for a sync handler (its thread blocks on the write)."""
+        return self._lived().step_sync(name, fn, *args, **kwargs)
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep durably: the job is given back (slot freed, attempt not spent) and
+        resumes after ``seconds`` with its steps kept."""
+        await self._lived().sleep(seconds)
+
+    def sleep_sync(self, seconds: float) -> None:
+        """:meth:`sleep` for a sync handler."""
+        self._lived().sleep_sync(seconds)
+
+    async def wait_for(self, name: str, timeout_s: float | None = None) -> Any:
+        """The payload of signal ``name`` (``store.signal``): if it has not come, the
+        job is parked (slot freed, attempt not spent) and resumes when it comes;
+        ``SignalTimeoutError`` here once ``timeout_s`` passed without it."""
+        return await self._lived().wait_for(name, timeout_s)
+
+    def wait_for_sync(self, name: str, timeout_s: float | None = None) -> Any:
+        """:meth:`wait_for` for a sync handler."""
+        return self._lived().wait_for_sync(name, timeout_s)
 
     @property
     def cancelled(self) -> bool:

@@ -73,6 +73,7 @@ class Executor:
             if run.state is RUNNING:
                 run.state = DONE
             return Outcome(Kind.FAIL, name, "dead", str(e))
+        job._bind(run.handle, asyncio.get_running_loop())  # progress, steps, waits (#24)
         token = set_current(job)
         stopping = False
         timeout: asyncio.Timeout | None = None
@@ -91,8 +92,9 @@ class Executor:
                         value = await self._call(task, args, kwargs)
         except Fail as e:
             return Outcome(Kind.FAIL, name, "dead", str(e) or "Fail")
-        except Snooze as e:
-            return Outcome(Kind.SNOOZE, name, "snoozed", seconds=e.delay_s)
+        except Snooze as e:  # a Park (sleep, wait_for) names the signal that wakes it
+            signal = getattr(e, "signal", None)
+            return Outcome(Kind.SNOOZE, name, "snoozed", seconds=e.delay_s, value=signal)
         except TimeoutError as e:
             if timeout is not None and timeout.expired():
                 return _retry(
@@ -127,6 +129,7 @@ class Executor:
             return Outcome(Kind.ACK_RESULT, name, "success", value=value, seconds=keep)
         finally:
             reset_current(token)
+            job._end()
             if run.state is RUNNING and not stopping:
                 run.state = DONE
 

@@ -46,10 +46,12 @@ from collections import Counter
 from collections.abc import Awaitable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from alkstore.core.life import DEFAULT_ATTEMPT_HISTORY
 from alkstore.core.names import check_name, check_worker_id
 from alkstore.core.options import QueueOpts, check_non_negative, check_positive, describe
 from alkstore.core.urls import redact_url
 from alkstore.errors import AlkstoreError, InvalidArgumentError, StoreClosedError
+from alkstore.worker.attempt_log import AttemptLog
 from alkstore.worker.cancels import watch_cancels
 from alkstore.worker.completer import Completer
 from alkstore.worker.executor import Executor
@@ -117,9 +119,15 @@ class Worker:
         metrics_port: int | None = None,
         metrics_host: str = "127.0.0.1",
         unknown_task_max_age_s: float | None = UNKNOWN_MAX_AGE_S,
+        attempt_history: int = DEFAULT_ATTEMPT_HISTORY,
     ) -> None:
         self.app = app
         self.schedule = schedule
+        if type(attempt_history) is not int or attempt_history < 0:
+            raise InvalidArgumentError(
+                f"attempt_history must be an int >= 0 (0: none kept), got {attempt_history!r}"
+            )
+        self.attempt_history = attempt_history  # attempts kept per job (#24)
         names = list(app.queues if queues is None else queues)
         if isinstance(queues, str):
             names = [queues]
@@ -381,6 +389,8 @@ class Worker:
             presence=presence,
             metrics=self.metrics,
         )
+        if self.attempt_history:
+            self._completer.history = AttemptLog(store, self.worker_id, self.attempt_history)
 
     async def _quietly(self, op: Awaitable[Any], what: str, *, judge: bool = True) -> None:
         """A bounded best-effort database call: a failure is logged, not raised."""

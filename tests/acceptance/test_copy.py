@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import alkstore
 from alkstore.bookkeeping import Bookkeeping
 from alkstore.copy import copy_store
 from alkstore.core.tables import COPIED_TABLES, canonical
+from alkstore.worker.job_life import JobLife
 from tests.acceptance import apps
 from tests.acceptance.conftest import Workers, results, run_cli, wait_until
 from tests.conftest import Target
@@ -72,6 +74,14 @@ async def _fill(store: alkstore.Store) -> dict[str, int]:
     assert await handles[ids["retried"]].retry("flaky: try again", delay_s=0)
     assert await handles[ids["dead"]].fail("boom: for good")
     assert await handles[ids["result"]].ack_result({"answer": 42}, keep_s=3600)
+    # a job's life: a step, progress and a signal of the claimed job, an attempt of the dead one
+    life = JobLife(handles[ids["processing"]], asyncio.get_running_loop())
+    assert await life.step("charged", lambda: {"id": "ch_1"}) == {"id": "ch_1"}
+    await life._write(0.5, "half way")
+    assert await store.signal(ids["processing"], "approval", {"by": "ann"})
+    engine: Any = store._engine
+    attempt = (ids["dead"], "claimed", 1, "w-old", "h1", 1_700_000_000.25, 1_700_000_001.5)
+    await engine.add_attempts([(*attempt, "dead", "boom: for good")], 20)
     # the processing one stays claimed by a worker that is gone
     (h,) = await claimed.claim_batch("w-old", 1)
     assert h.job.id == ids["retried"]
@@ -182,6 +192,16 @@ async def test_copy_keeps_every_row_of_every_kind_in_both_directions(
         # new ids start past every id the source handed out, even the acked one
         fresh = await mail.enqueue({"n": "new"})
         assert fresh > max(ids.values())
+        # the job's life came along, and new attempt rows get ids of their own
+        claimed = dst.queue("claimed")
+        assert [a.outcome for a in await claimed.attempts(ids["dead"])] == ["dead"]
+        progress = await claimed.progress(ids["processing"])
+        assert progress is not None and progress.message == "half way"
+        engine: Any = dst._engine
+        now = 1_700_000_002.0
+        row = (ids["dead"], "claimed", 2, "w-new", "h2", now, now, "dead", "again")
+        await engine.add_attempts([row], 20)
+        assert len(await claimed.attempts(ids["dead"])) >= 2
 
 
 async def test_copy_refuses_while_workers_are_registered_unless_forced(

@@ -50,10 +50,13 @@ def test_the_worker_command_runs_the_views_task_and_results_report_each_outcome(
     failed = tasks.charge.get_result(failing.id)
     assert failed.status == TaskResultStatus.FAILED
     assert failed.attempts == 2  # MAX_ATTEMPTS 2: retried once, then dead
-    (error,) = failed.errors  # alkstore keeps the last error
-    assert error.exception_class_path == "tests.django_backend.project.shop.tasks.PaymentDeclined"
-    assert error.exception_class is tasks.PaymentDeclined
-    assert "card declined for 7" in error.traceback and "Traceback" in error.traceback
+    assert len(failed.errors) == 2  # one per attempt, from the attempt history
+    for error in failed.errors:
+        path = "tests.django_backend.project.shop.tasks.PaymentDeclined"
+        assert error.exception_class_path == path
+        assert error.exception_class is tasks.PaymentDeclined
+        assert "card declined for 7" in error.traceback and "Traceback" in error.traceback
+    assert len(failed.worker_ids) == 2 and "unknown" not in failed.worker_ids
     assert failed.finished_at is not None
     with pytest.raises(ValueError, match="failed"):
         _ = failed.return_value

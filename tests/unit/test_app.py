@@ -262,6 +262,10 @@ def test_worker_options_are_validated() -> None:
         make_app().worker()
     assert app.worker(concurrency=3).queues == ["q"]
     assert app.worker("other").queues == ["other"]
+    for bad in (-1, 1.5, True):
+        with pytest.raises(alkstore.InvalidArgumentError, match="attempt_history"):
+            app.worker(attempt_history=bad)
+    assert app.worker(attempt_history=0).attempt_history == 0
 
 
 def test_the_keyword_call_plan_agrees_with_signature_binding() -> None:

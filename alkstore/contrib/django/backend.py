@@ -265,20 +265,22 @@ class AlkstoreBackend(BaseTaskBackend, RunsOnAlkstore):
         job_id = result_id if isinstance(result_id, str) else None
         if job_id is None or not job_id.isdigit() or len(job_id) > 19:
             raise TaskResultDoesNotExist(f"{describe(result_id)} is not an alkstore job id")
-        admin = self._store().admin()
+        store = self._store()
+        admin = store.admin()
         job = admin.find_job(int(job_id))
         found = None
+        queue = None
         if job is not None:
-            found = results.from_job(job)
+            found, queue = results.from_job(job), job.queue
         else:
             outcome = admin.outcome(int(job_id))
             if outcome is not None and outcome.outcome == "success":
-                found = results.from_outcome(outcome)
-        if found is None:
+                found, queue = results.from_outcome(outcome), outcome.queue
+        if found is None or queue is None:
             raise TaskResultDoesNotExist(
                 f"no result of a Django task with id {job_id} in {redact_url(self.url)}"
             )
-        return found
+        return results.with_history(found, store.queue(queue).attempts(int(job_id)))
 
 
 class _Wake:

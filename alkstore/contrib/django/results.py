@@ -3,9 +3,11 @@
 A live job (pending: READY, processing: RUNNING) and a dead one (FAILED) are
 read from their row, which holds the call; a successful job's row is gone, so
 its kept result holds the call too (``calls.kept_value``). alkstore keeps one
-error per job (the last one) and the worker of the last attempt:
-``errors`` has at most that error and ``worker_ids`` repeats that worker once
-per attempt, so ``result.attempts`` is the true count.
+error per job (the last one) and the worker of the last attempt; the worker's
+attempt history (#24) adds each attempt's error and worker (``with_history``):
+``errors`` lists them in order, ``worker_ids`` names each attempt's worker (the
+last one's repeated where the history has none), so ``result.attempts`` is the
+true count.
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from alkstore.core.job import Job
+from alkstore.core.life import Attempt
 from alkstore.core.results import JobOutcome
 
 from .calls import call_of, check_kept, error_of, find_django_task
 from .compat import Task, TaskResult, TaskResultStatus
 
-__all__ = ["from_job", "from_outcome", "snapshot"]
+__all__ = ["from_job", "from_outcome", "snapshot", "with_history"]
+
+_FAILED = frozenset(("retry", "dead", "lost", "interrupted", "cancelled"))
 
 _STATUS = {
     "pending": TaskResultStatus.READY,
@@ -113,4 +118,18 @@ def from_outcome(outcome: JobOutcome) -> TaskResult[Any] | None:
         finished_at=outcome.finished_at,
     )
     object.__setattr__(result, "_return_value", kept["value"])
+    return result
+
+
+def with_history(result: TaskResult[Any], attempts: list[Attempt]) -> TaskResult[Any]:
+    """``result`` with the errors and workers of each spent attempt from the job's
+    attempt history (``Queue.attempts``), where it has them."""
+    spent = [a for a in attempts if a.outcome != "snoozed"]
+    errors = [error_of(a.error) for a in spent if a.outcome in _FAILED and a.error]
+    if errors:
+        object.__setattr__(result, "errors", errors)
+    known = [a.worker_id for a in spent if a.worker_id]
+    if known and len(spent) == len(result.worker_ids):
+        last = result.worker_ids[-1] if result.worker_ids else "unknown"
+        object.__setattr__(result, "worker_ids", [a.worker_id or last for a in spent])
     return result

@@ -42,6 +42,7 @@ from alkstore.engines.postgres.inserts import (
     insert_query,
     returned_ids,
 )
+from alkstore.engines.postgres.life import PostgresLife
 from alkstore.engines.postgres.listener import Listener
 from alkstore.engines.postgres.migrator import SCHEMA_VERSION, migrate_connection
 from alkstore.engines.postgres.settings import PgSettings
@@ -53,7 +54,7 @@ __all__ = ["SCHEMA_VERSION", "PostgresEngine", "migrate"]
 log = logging.getLogger("alkstore.postgres")
 
 
-class PostgresEngine(PostgresFlowControl, PostgresHealth):
+class PostgresEngine(PostgresFlowControl, PostgresHealth, PostgresLife):
     """Storage in one PostgreSQL schema, shared by any number of processes and machines."""
 
     name = "postgres"
@@ -266,6 +267,7 @@ class PostgresEngine(PostgresFlowControl, PostgresHealth):
             return list(await self._fetchall(name, {"queue": queue, **extra}))
 
         await run_steps(aging_sweep(), step)  # priority aging, if the queue has it
+        await self.purge_life(queue)  # the life rows of jobs that are gone (#24)
         return int(row[0]), int(row[1]), int(row[2]), int(row[3])
 
     async def next_wake_in(self, queue: str) -> float | None:

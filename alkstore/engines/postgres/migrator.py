@@ -36,7 +36,7 @@ __all__ = [
 Conn = psycopg.AsyncConnection[TupleRow]
 
 _PACKAGE = "alkstore.engines.postgres"
-QUERIES = load_queries(_PACKAGE)
+QUERIES = {**load_queries(_PACKAGE), **load_queries(_PACKAGE, "life.sql")}  # life.sql: #24
 MIGRATIONS = load_migrations(_PACKAGE)
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -32,6 +32,7 @@ from alkstore.engines.sqlite.copying import SqliteCopying
 from alkstore.engines.sqlite.flowcontrol import SqliteFlowControl, claim_steps
 from alkstore.engines.sqlite.health import SqliteHealth
 from alkstore.engines.sqlite.inserts import insert_debounced, insert_jobs, insert_keyed
+from alkstore.engines.sqlite.life import SqliteLife
 from alkstore.engines.sqlite.listener import Listener, listen_locally
 from alkstore.engines.sqlite.migrator import QUERIES as Q
 from alkstore.engines.sqlite.transaction import SqliteTransaction
@@ -42,7 +43,7 @@ __all__ = ["SqliteEngine"]
 log = logging.getLogger("alkstore.sqlite")
 
 
-class SqliteEngine(SqliteFlowControl, SqliteCopying, SqliteHealth):
+class SqliteEngine(SqliteFlowControl, SqliteCopying, SqliteHealth, SqliteLife):
     """Storage on one SQLite file, shared safely by many processes on one machine."""
 
     name = "sqlite"
@@ -287,6 +288,7 @@ class SqliteEngine(SqliteFlowControl, SqliteCopying, SqliteHealth):
             return cur.fetchall() if name == "aging_settings" else [(cur.rowcount,)]
 
         run_steps_sync(aging_sweep(), step)  # priority aging, if the queue has it
+        self.purge_life_unit(conn, queue)  # the life rows of jobs that are gone (#24)
         return expired, purged, results, windows
 
     async def sweep(

@@ -21,7 +21,7 @@ _PACKAGE = "alkstore.engines.sqlite"
 MIGRATIONS = load_migrations(_PACKAGE)
 SCHEMA_VERSION = MIGRATIONS[-1].version
 # The named queries of sql/queries.sql (PostgreSQL's migrator holds its own the same way).
-QUERIES = load_queries(_PACKAGE)
+QUERIES = {**load_queries(_PACKAGE), **load_queries(_PACKAGE, "life.sql")}  # life.sql: #24
 
 # Runs a function of the connection inside BEGIN IMMEDIATE … COMMIT.
 Write = Callable[[Callable[[sqlite3.Connection], int]], int]

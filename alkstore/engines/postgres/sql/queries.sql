@@ -1219,7 +1219,11 @@ SELECT (SELECT count(*) FROM {schema}.alk_queues),
        (SELECT count(*) FROM {schema}.alk_schedules),
        (SELECT count(*) FROM {schema}.alk_outcomes),
        (SELECT count(*) FROM {schema}.alk_fair),
-       (SELECT count(*) FROM {schema}.alk_fair_weights);
+       (SELECT count(*) FROM {schema}.alk_fair_weights),
+       (SELECT count(*) FROM {schema}.alk_attempts),
+       (SELECT count(*) FROM {schema}.alk_progress),
+       (SELECT count(*) FROM {schema}.alk_steps),
+       (SELECT count(*) FROM {schema}.alk_signals);
 
 -- name: copy_read_queues
 -- A page of alk_queues after a key, in key order.

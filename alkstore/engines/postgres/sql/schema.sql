@@ -244,3 +244,50 @@ CREATE TABLE {schema}.alk_fair_weights (
     weight        double precision NOT NULL CHECK (weight > 0),
     PRIMARY KEY (queue, partition_key)
 );
+
+-- Schema version 9: a job's life (migration 0009_job_life): attempt history, progress,
+-- durable steps, signals. See the migration for the comments.
+CREATE TABLE {schema}.alk_attempts (
+    id          bigserial   PRIMARY KEY,
+    job_id      bigint      NOT NULL,
+    queue       text        NOT NULL,
+    attempt     integer     NOT NULL,
+    worker_id   text,
+    host        text,
+    claimed_at  timestamptz NOT NULL,
+    finished_at timestamptz NOT NULL,
+    outcome     text        NOT NULL CHECK (outcome IN
+        ('success', 'retry', 'dead', 'lost', 'interrupted', 'cancelled', 'snoozed')),
+    error       text,
+    trimmed     boolean     NOT NULL DEFAULT false
+);
+CREATE INDEX alk_attempts_job ON {schema}.alk_attempts (job_id, id);
+CREATE INDEX alk_attempts_queue ON {schema}.alk_attempts (queue, job_id);
+CREATE TABLE {schema}.alk_progress (
+    job_id     bigint           PRIMARY KEY,
+    queue      text             NOT NULL,
+    attempt    integer          NOT NULL,
+    value      double precision NOT NULL,
+    message    text,
+    updated_at timestamptz      NOT NULL
+);
+CREATE INDEX alk_progress_queue ON {schema}.alk_progress (queue, job_id);
+CREATE TABLE {schema}.alk_steps (
+    job_id  bigint      NOT NULL,
+    name    text        NOT NULL,
+    queue   text        NOT NULL,
+    value   text        NOT NULL,
+    attempt integer     NOT NULL,
+    done_at timestamptz NOT NULL,
+    PRIMARY KEY (job_id, name)
+);
+CREATE INDEX alk_steps_queue ON {schema}.alk_steps (queue, job_id);
+CREATE TABLE {schema}.alk_signals (
+    job_id  bigint      NOT NULL,
+    name    text        NOT NULL,
+    queue   text        NOT NULL,
+    payload text        NOT NULL,
+    sent_at timestamptz NOT NULL,
+    PRIMARY KEY (job_id, name)
+);
+CREATE INDEX alk_signals_queue ON {schema}.alk_signals (queue, job_id);

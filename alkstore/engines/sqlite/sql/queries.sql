@@ -598,7 +598,11 @@ SELECT (SELECT count(*) FROM alk_queues),
        (SELECT count(*) FROM alk_schedules),
        (SELECT count(*) FROM alk_outcomes),
        (SELECT count(*) FROM alk_fair),
-       (SELECT count(*) FROM alk_fair_weights);
+       (SELECT count(*) FROM alk_fair_weights),
+       (SELECT count(*) FROM alk_attempts),
+       (SELECT count(*) FROM alk_progress),
+       (SELECT count(*) FROM alk_steps),
+       (SELECT count(*) FROM alk_signals);
 
 -- name: copy_read_queues
 -- A page of alk_queues after a key, in key order.

@@ -206,3 +206,50 @@ CREATE TABLE alk_fair_weights (
     weight        REAL NOT NULL CHECK (weight > 0),
     PRIMARY KEY (queue, partition_key)
 ) WITHOUT ROWID;
+
+-- Schema version 9: a job's life (migration 0009_job_life): attempt history, progress,
+-- durable steps, signals. See the migration for the comments.
+CREATE TABLE alk_attempts (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id      INTEGER NOT NULL,
+    queue       TEXT    NOT NULL,
+    attempt     INTEGER NOT NULL,
+    worker_id   TEXT,
+    host        TEXT,
+    claimed_at  REAL    NOT NULL,
+    finished_at REAL    NOT NULL,
+    outcome     TEXT    NOT NULL CHECK (outcome IN
+        ('success', 'retry', 'dead', 'lost', 'interrupted', 'cancelled', 'snoozed')),
+    error       TEXT,
+    trimmed     INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX alk_attempts_job ON alk_attempts (job_id, id);
+CREATE INDEX alk_attempts_queue ON alk_attempts (queue, job_id);
+CREATE TABLE alk_progress (
+    job_id     INTEGER PRIMARY KEY,
+    queue      TEXT    NOT NULL,
+    attempt    INTEGER NOT NULL,
+    value      REAL    NOT NULL,
+    message    TEXT,
+    updated_at REAL    NOT NULL
+);
+CREATE INDEX alk_progress_queue ON alk_progress (queue, job_id);
+CREATE TABLE alk_steps (
+    job_id  INTEGER NOT NULL,
+    name    TEXT    NOT NULL,
+    queue   TEXT    NOT NULL,
+    value   TEXT    NOT NULL,
+    attempt INTEGER NOT NULL,
+    done_at REAL    NOT NULL,
+    PRIMARY KEY (job_id, name)
+) WITHOUT ROWID;
+CREATE INDEX alk_steps_queue ON alk_steps (queue, job_id);
+CREATE TABLE alk_signals (
+    job_id  INTEGER NOT NULL,
+    name    TEXT    NOT NULL,
+    queue   TEXT    NOT NULL,
+    payload TEXT    NOT NULL,
+    sent_at REAL    NOT NULL,
+    PRIMARY KEY (job_id, name)
+) WITHOUT ROWID;
+CREATE INDEX alk_signals_queue ON alk_signals (queue, job_id);
