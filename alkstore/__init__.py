@@ -17,6 +17,7 @@ from alkstore.core.results import JobOutcome
 from alkstore.errors import (
     AlkstoreError,
     CopyRefusedError,
+    DependencyError,
     EngineError,
     HandleConsumedError,
     InvalidArgumentError,
@@ -81,6 +82,7 @@ __all__ = [
     "PayloadTooLargeError",
     "StoreClosedError",
     "HandleConsumedError",
+    "DependencyError",
     "JobDeadError",
     "ResultTimeoutError",
     "ResultUnavailableError",

@@ -210,6 +210,10 @@ class Queue(_Enqueuing):
     def outcome(self, job_id: int) -> JobOutcome | None:
         return self._runner.run(self._async.outcome(job_id))
 
+    def parent_outcomes(self, job_id: int) -> dict[int, JobOutcome | None]:
+        """What became of each parent of the job (the twin of ``parent_outcomes``)."""
+        return self._runner.run(self._async.parent_outcomes(job_id))
+
     def wait_outcome(self, job_id: int, timeout_s: float = 10.0) -> JobOutcome:
         """Block until the job succeeds or dies (the twin of the async ``wait_outcome``)."""
         return self._runner.run(self._async.wait_outcome(job_id, timeout_s))
