@@ -65,7 +65,7 @@ async def test_eight_processes_acking_2000_parents_release_the_child_once_after_
         assert sum(1 for log in logs if log["acks"]) >= 2, "more than one process acked"
         assert [c[0] for c in claims] == [child], f"round {round_}: child claims {claims}"
         last_ack_start = max(a[1] for a in acks)
-        _, claim_start, claim_end, db_time = claims[0]
+        _, _claim_start, claim_end, db_time = claims[0]
         # the child was handed out only once the last parent's ack had begun (its
         # commit lies between its start and its end) ...
         assert db_time >= last_ack_start and claim_end >= last_ack_start
