@@ -14,7 +14,7 @@ later claim).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from alkstore.core.dedupe import Enqueued
@@ -147,6 +147,18 @@ class Engine(Protocol):
 
     async def job_edges(self, job_id: int) -> list[Row]:
         """``(parent, child, policy, killed)`` of every dependency edge touching the job."""
+
+    async def ack_staged(
+        self,
+        items: Sequence[tuple[str, int, int]],
+        staged: Mapping[int, Sequence[GraphNode]],
+        receipt: tuple[str, str] | None = None,
+        result: tuple[str, float] | None = None,
+    ) -> set[tuple[int, int]]:
+        """``ack_many`` (with ``receipt`` = (owner, token): ``ack_receipted``; with
+        ``result`` = (value, keep_s), one item: ``ack_result``) that also inserts, in
+        the same transaction, the staged follow-ups (``core.followups``) of the rows
+        this very call deleted; the acked pairs, as the plain call answers."""
 
     async def claim(self, queue: str, worker_id: str, n: int, exhausted_error: str) -> Claimed:
         """Pre-claim exhausted sweep (dead rows get ``exhausted_error``) plus claim of up

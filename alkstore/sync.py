@@ -313,6 +313,16 @@ class JobHandle:
     def ack_result(self, value: object, keep_s: float) -> bool:
         return self._runner.run(self._async.ack_result(value, keep_s))
 
+    def stage(
+        self,
+        queue: str,
+        payload: object,
+        opts: EnqueueOpts | None = None,
+        queue_opts: QueueOpts | None = None,
+    ) -> None:
+        """Keep a follow-up for this attempt's ack (the twin of the async ``stage``)."""
+        self._async.stage(queue, payload, opts, queue_opts)
+
     def retry(self, error: str | None = None, delay_s: float | None = None) -> bool:
         return self._runner.run(self._async.retry(error, delay_s))
 

@@ -71,3 +71,17 @@ async def test_no_step_runs_after_a_dead_parent(
     assert (
         job is not None and job.last_error == f"dependency {run.ids[1]} died: d2: no point retrying"
     )
+
+
+async def test_a_task_stages_follow_ups_written_by_the_workers_batched_ack(
+    app_store: alkstore.Store, workers: Workers
+) -> None:
+    job_id = await apps.stages_next.defer("s")
+    workers.start()
+
+    async def last_ran() -> bool:
+        return bool(await _keys(app_store, "s-last"))
+
+    await wait_until(last_ran, what="the staged chain to run")
+    assert [r["key"] for r in await results(app_store)] == ["s", "s-next", "s-last"]
+    assert await _gone(app_store, job_id)

@@ -9,14 +9,16 @@ revival of the children a requeued parent took down, and the edges' reads.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import psycopg
 from psycopg.rows import tuple_row
 
 from alkstore.core.deps import GraphNode, enqueue_graph, revive
+from alkstore.core.followups import combined
 from alkstore.core.job import Row
+from alkstore.core.results import RESULTS_CHANNEL
 from alkstore.core.steps import Rows, run_steps
 from alkstore.engines.postgres.borrowed import async_connection
 from alkstore.engines.postgres.connections import Conn, PostgresConnections
@@ -108,6 +110,56 @@ class PostgresDependencies(PostgresConnections):
             return await run_graph(self.q, self.timed, conn, nodes)
         except psycopg.Error as e:
             raise EngineError(f"PostgreSQL error in enqueue_graph_on: {e}") from e
+
+    async def ack_staged(
+        self,
+        items: Sequence[tuple[str, int, int]],
+        staged: Mapping[int, Sequence[GraphNode]],
+        receipt: tuple[str, str] | None = None,
+        result: tuple[str, float] | None = None,
+    ) -> set[tuple[int, int]]:
+        """The ack (with ``receipt``: the worker's receipted batch; with ``result``: one
+        ``ack_result``) and, in its transaction, the follow-ups of the rows it deleted."""
+        columns: dict[str, list[Any]] = {
+            "queues": [item[0] for item in items],
+            "ids": [item[1] for item in items],
+            "attempts": [item[2] for item in items],
+        }
+        pool = self.check_open()
+        try:
+            async with pool.connection() as conn, conn.transaction():
+                if result is not None:
+                    queue, job_id, attempts = items[0]
+                    params = {
+                        "id": job_id,
+                        "queue": queue,
+                        "attempts": attempts,
+                        "value": result[0],
+                        "keep": result[1],
+                        "channel": RESULTS_CHANNEL,
+                    }
+                    cur = await conn.execute(self.q["ack_result"], self.timed(params))
+                    deleted = {job_id} if await cur.fetchall() else set()
+                    acked = {(job_id, attempts)} if deleted else set()
+                elif receipt is not None:
+                    params = {**columns, "owner": receipt[0], "token": receipt[1]}
+                    cur = await conn.execute(self.q["ack_receipted_deleted"], self.timed(params))
+                    row = await cur.fetchone()
+                    refused: set[int] = set(row[0]) if row is not None else set(columns["ids"])
+                    deleted = set(row[1]) if row is not None else set()
+                    acked = {(i, a) for _, i, a in items if i not in refused}
+                else:
+                    cur = await conn.execute(self.q["ack_many"], self.timed(columns))
+                    acked = {(r[0], r[1]) for r in await cur.fetchall()}
+                    deleted = {i for i, _ in acked}
+                nodes = combined(staged, deleted)
+                if nodes:
+                    await run_graph(self.q, self.timed, conn, nodes)
+        except psycopg.Error as e:
+            raise await self.failure(e, "ack") from e
+        for queue in sorted({node.queue for node in nodes}):
+            self.send_wake(queue)
+        return acked
 
     async def job_edges(self, job_id: int) -> list[Row]:
         return list(await self._fetchall("deps_edges_of", {"id": job_id}))

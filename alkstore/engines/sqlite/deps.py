@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from alkstore.core.deps import GraphNode, enqueue_graph, revive
+from alkstore.core.followups import combined
 from alkstore.core.job import Row
 from alkstore.core.steps import Rows, run_steps_sync
 from alkstore.engines.sqlite.connections import SqliteConnections
@@ -115,3 +116,52 @@ class SqliteDependencies(SqliteConnections):
 
     async def job_edges(self, job_id: int) -> list[Row]:
         return await self._fetchall("deps_edges_of", {"id": job_id})
+
+    # the engine's own ack units (``engine.py``), run here with the follow-ups
+    def _ack_unit(
+        self, conn: sqlite3.Connection, items: Sequence[tuple[str, int, int]]
+    ) -> set[tuple[int, int]]:
+        raise NotImplementedError
+
+    def _ack_result_unit(self, conn: sqlite3.Connection, params: dict[str, Any]) -> bool:
+        raise NotImplementedError
+
+    def _ack_staged_unit(
+        self,
+        conn: sqlite3.Connection,
+        items: Sequence[tuple[str, int, int]],
+        staged: Mapping[int, Sequence[GraphNode]],
+        receipt: tuple[str, str] | None,
+        result: tuple[str, float] | None,
+    ) -> set[tuple[int, int]]:
+        if result is not None:
+            queue, job_id, attempts = items[0]
+            params = {"id": job_id, "queue": queue, "attempts": attempts, "now": self._clock()}
+            params.update(value=result[0], keep=result[1])
+            acked = {(job_id, attempts)} if self._ack_result_unit(conn, params) else set()
+        else:
+            acked = self._ack_unit(conn, items)  # deleted by this call: only their follow-ups
+        nodes = combined(staged, (job_id for job_id, _ in acked))
+        if nodes:
+            run_graph(conn, nodes, self._clock(), self.write_note)
+        if receipt is None:
+            return acked
+        # the receipt, as ``_ack_receipted_unit`` writes it (docs/contract.md, "Ack receipts")
+        owner, token = receipt
+        deleted = {job_id for job_id, _ in acked}
+        refused = {job_id for _, job_id, _ in items if job_id not in deleted}
+        before = conn.execute(Q["ack_receipt"], {"owner": owner}).fetchone()
+        if before is not None and before[0] == token:  # a retry: an earlier attempt committed
+            refused &= set(json.loads(before[1]))
+        params = {"owner": owner, "token": token, "refused": json.dumps(sorted(refused))}
+        conn.execute(Q["put_ack_receipt"], {**params, "now": self._clock()})
+        return {(job_id, attempts) for _, job_id, attempts in items if job_id not in refused}
+
+    async def ack_staged(
+        self,
+        items: Sequence[tuple[str, int, int]],
+        staged: Mapping[int, Sequence[GraphNode]],
+        receipt: tuple[str, str] | None = None,
+        result: tuple[str, float] | None = None,
+    ) -> set[tuple[int, int]]:
+        return await self._write_call(self._ack_staged_unit, items, staged, receipt, result)

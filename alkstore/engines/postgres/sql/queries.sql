@@ -1509,3 +1509,42 @@ LIMIT %s;
 -- One copied row of alk_deps, as the source had it.
 INSERT INTO {schema}.alk_deps (parent, child, policy, killed)
 VALUES (%s, %s, %s, %s);
+
+-- name: ack_receipted_deleted
+-- `ack_receipted` that also returns the ids this very statement deleted (the
+-- follow-ups of core/followups.py are written for those only); a separate
+-- statement, so the plain batch pays nothing for it.
+-- `ack_many` plus its receipt (docs/contract.md, "Ack receipts"), in one
+-- statement: the fenced deletes, then the worker's receipt row upserted with
+-- the ids of this batch that were not deleted. A retry of the batch (same
+-- :token) intersects its refusals with the earlier attempts': an id any
+-- attempt deleted drops out. ON CONFLICT DO UPDATE waits for and reads the
+-- receipt row's newest committed version, so an earlier attempt still in
+-- flight on a dead connection is seen once it commits (it holds the job rows'
+-- locks until then, and the deletes here wait for them first). Returns the ids
+-- no attempt of this batch deleted.
+WITH fenced AS MATERIALIZED (
+    SELECT j.id FROM {schema}.alk_jobs AS j
+    JOIN unnest(%(ids)b::bigint[], %(attempts)b::integer[], %(queues)b::text[])
+         AS f(id, attempts, queue) ON j.id = f.id
+    WHERE j.queue = f.queue AND (j.state || '') = 'processing' AND j.attempts = f.attempts
+      AND j.claim_expires_at >= {now}
+    ORDER BY j.id
+    FOR UPDATE OF j
+), deleted AS (
+    DELETE FROM {schema}.alk_jobs AS j USING fenced WHERE j.id = fenced.id
+    RETURNING j.id
+), receipt AS (
+    INSERT INTO {schema}.alk_ack_receipts AS r (owner, token, refused, at)
+    SELECT %(owner)s::text, %(token)s::text,
+           COALESCE(array_agg(f.id) FILTER (WHERE d.id IS NULL), '{}'), {now}
+    FROM unnest(%(ids)b::bigint[]) AS f(id) LEFT JOIN deleted AS d ON d.id = f.id
+    ON CONFLICT (owner) DO UPDATE SET
+        refused = CASE WHEN r.token = excluded.token
+            THEN ARRAY(SELECT unnest(r.refused) INTERSECT SELECT unnest(excluded.refused))
+            ELSE excluded.refused END,
+        token = excluded.token, at = excluded.at
+    RETURNING r.refused
+)
+SELECT refused, ARRAY(SELECT id FROM deleted) FROM receipt;
+
