@@ -42,6 +42,7 @@ from starlette.routing import Route
 from alkstore.admin import GONE_AFTER_S, JOB_STATES, Admin, flow_json
 from alkstore.core.job import Job
 from alkstore.dashboard.assets import ICON, LIVE_JS, STYLE
+from alkstore.dashboard.flows import flow_body
 from alkstore.dashboard.health import health_page
 from alkstore.dashboard.pages import now_utc
 from alkstore.dashboard.site import (
@@ -54,6 +55,7 @@ from alkstore.dashboard.site import (
     redirect,
 )
 from alkstore.errors import AlkstoreError, InvalidArgumentError, InvalidNameError
+from alkstore.flowgraph import read_flow
 from alkstore.metrics import CONTENT_TYPE
 from alkstore.store import Store
 from alkstore.tasks import BadCall, decode_call
@@ -206,6 +208,16 @@ def create_app(
         body = page.job_page(job, now_utc(), page.url(f"/jobs/{job.id}"))
         return dash.html(page, f"Job {job.id}", body, "")
 
+    async def flow_page(request: Request) -> Response:
+        page = await dash.page(request)
+        job_id = parse_id(request.path_params["job_id"])
+        graph = None if job_id is None else await read_flow(await dash.store(), job_id)
+        if graph is None or graph.nodes[graph.root].state == "gone":
+            body = page.refused(f"no job {request.path_params['job_id']}")
+            return dash.html(page, "No such job", body, "", status=404)
+        body = flow_body(graph, lambda i: page.url(f"/jobs/{i}"))
+        return dash.html(page, f"Workflow of job {graph.root}", body, "")
+
     async def workers_page(request: Request) -> Response:
         workers = await (await dash.store()).admin().workers(dash.gone_after_s)
         page = await dash.page(request, request.query_params.get("msg"))
@@ -354,6 +366,7 @@ def create_app(
         Route("/jobs", gated(job_lookup)),
         Route("/jobs/{job_id}", gated(job_page)),
         Route("/workers", gated(workers_page)),
+        Route("/flows/{job_id}", gated(flow_page)),
         Route("/health", gated(health)),
         Route("/jobs/{job_id}/requeue", act_requeue, methods=["POST"]),
         Route("/jobs/{job_id}/cancel", act_cancel, methods=["POST"]),
