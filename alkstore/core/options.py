@@ -207,12 +207,11 @@ class EnqueueOpts:
             raise InvalidArgumentError(
                 f"after must be a sequence of job ids, got {describe(after)}"
             )
-        ids: list[int] = []
+        ids: dict[int, None] = {}  # deduplicated, in order
         for item in after:
             if type(item) is bool or not isinstance(item, int) or not 1 <= item <= AFTER_ID_MAX:
                 raise InvalidArgumentError(f"after: {item!r} is not a job id (a positive int)")
-            if int(item) not in ids:
-                ids.append(int(item))
+            ids[int(item)] = None
         if len(ids) > AFTER_MAX:
             raise InvalidArgumentError(f"after: {len(ids)} parents, at most {AFTER_MAX}")
         if self.dedupe_key is not None or self.debounce_key is not None:
