@@ -182,3 +182,40 @@ async def test_a_rolled_back_transaction_leaves_no_child_and_no_mark(
     async with store.transaction() as tx:
         child = await tx.queue(qname).enqueue("c", EnqueueOpts(after=(parent,)))
     assert await _run(q) == [parent, child]
+
+
+async def test_a_parents_result_is_kept_until_its_dependents_finished(
+    store: alkstore.Store,
+    qname: str,
+    clock,  # type: ignore[no-untyped-def]
+) -> None:
+    q = store.queue(qname)
+    parent = await q.enqueue("p")
+    child = await q.enqueue("c", EnqueueOpts(after=(parent,)))
+    handle = await q.claim_one("w")
+    assert handle is not None and await handle.ack_result({"rows": 7}, keep_s=1)
+    clock.advance(10)
+    await q.sweep_expired()  # past its expiry, but the child has not run
+    outcomes = await q.parent_outcomes(child)
+    assert outcomes[parent] is not None and outcomes[parent].value == {"rows": 7}
+    running = await q.claim_one("w")
+    assert running is not None and running.job.id == child
+    assert (await q.parent_outcomes(child))[parent].value == {"rows": 7}  # type: ignore[union-attr]
+    assert await running.ack()
+    await q.sweep_expired()  # the child finished: now it goes
+    assert await q.outcome(parent) is None
+
+
+async def test_a_parent_acked_without_a_value_reads_as_succeeded_with_none(
+    store: alkstore.Store, qname: str
+) -> None:
+    q = store.queue(qname)
+    parent = await q.enqueue("p")
+    child = await q.enqueue("c", EnqueueOpts(after=(parent,)))
+    assert await _run(q) == [parent, child]
+    parent2 = await q.enqueue("p2")
+    child2 = await q.enqueue("c2", EnqueueOpts(after=(parent2,)))
+    handle = await q.claim_one("w")
+    assert handle is not None and await handle.ack()
+    got = (await q.parent_outcomes(child2))[parent2]
+    assert got is not None and got.outcome == "success" and got.value is None
