@@ -97,8 +97,16 @@ def flow_body(graph: FlowGraph, job_url: Callable[[int], str]) -> str:
         for d in dead
     )
     cut = '<p class="flash">cut: more jobs than are read at once</p>' if graph.truncated else ""
+    waits = graph.counts(graph.root)  # a batch callback's counts: the states of its parents
+    counts = (
+        f'<p id="flow-counts">job {graph.root} waits for {sum(waits.values())} job(s): '
+        + ", ".join(f"{esc(state)} {n}" for state, n in sorted(waits.items()))
+        + "</p>"
+        if waits
+        else ""
+    )
     return (
         f"<p>{len(graph.nodes)} job(s), {len(graph.edges)} edge(s); a dashed edge runs "
-        f'anyway. {legend}</p>{cut}<div class="flowgraph">{"".join(parts)}</div>'
+        f'anyway. {legend}</p>{counts}{cut}<div class="flowgraph">{"".join(parts)}</div>'
         + (f'<h2>Dead</h2><ul class="flow-dead">{errors}</ul>' if errors else "")
     )

@@ -54,6 +54,10 @@ async def test_the_workflow_page_draws_the_graph_with_each_jobs_state(
     assert "<b>bad</b> row" in errors  # text, never markup
     assert f"dependency {ids[clean.index]} died" in errors
     await shot(page, "workflow")
+    await page.goto(f"{served.url}/flows/{ids[load.index]}")  # a callback's counts
+    counts = await page.locator("#flow-counts").inner_text()
+    assert counts == f"job {ids[load.index]} waits for 2 job(s): dead 1, processing 1"
+    await page.goto(f"{served.url}/flows/{ids[enrich.index]}")
     await page.click(f"g.node[data-id='{ids[clean.index]}']")
     await page.wait_for_url(f"**/jobs/{ids[clean.index]}")
     assert await page.locator("#job-state").inner_text() == "dead"
