@@ -18,6 +18,7 @@ from alkstore.core.results import JobOutcome
 from alkstore.errors import (
     AlkstoreError,
     CopyRefusedError,
+    DependencyError,
     EngineError,
     HandleConsumedError,
     InvalidArgumentError,
@@ -88,6 +89,7 @@ __all__ = [
     "PayloadTooLargeError",
     "StoreClosedError",
     "HandleConsumedError",
+    "DependencyError",
     "JobDeadError",
     "ResultTimeoutError",
     "ResultUnavailableError",

@@ -40,7 +40,7 @@ __all__ = [
     "flow_json",
 ]
 
-JOB_STATES = ("pending", "processing", "dead")
+JOB_STATES = ("pending", "processing", "blocked", "dead")
 GONE_AFTER_S = 30.0  # a worker not seen for this long is shown as gone
 LIST_LIMIT_MAX = 10_000
 # What a requeue sets, decided here once for every engine (the engines take the values):

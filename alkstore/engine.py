@@ -14,10 +14,11 @@ later claim).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from alkstore.core.dedupe import Enqueued
+from alkstore.core.deps import GraphNode
 from alkstore.core.flow import Claimed
 from alkstore.core.health import HealthFacts
 from alkstore.core.job import Row
@@ -46,6 +47,10 @@ class EngineTransaction(Protocol):
         stamps: Stamps,
     ) -> list[Enqueued]:
         """Deduplicated insert inside the transaction (``core.dedupe.keyed_enqueue``)."""
+
+    async def enqueue_graph(self, nodes: Sequence[GraphNode]) -> list[int]:
+        """``core.deps.enqueue_graph`` inside the transaction (all or nothing); wakes on
+        commit."""
 
     async def notify(self, channel: str, payload: str) -> None:
         """Queue a notification delivered on commit, never on rollback."""
@@ -134,6 +139,26 @@ class Engine(Protocol):
     ) -> list[Enqueued]:
         """Deduplicated insert, one transaction (``core.dedupe.keyed_enqueue`` drives the
         steps); then wake the queue's channel."""
+
+    async def enqueue_graph(self, nodes: Sequence[GraphNode]) -> list[int]:
+        """Insert the nodes in one transaction (``core.deps.enqueue_graph`` drives the
+        steps; a DependencyError writes nothing); then wake their queues. A parent's
+        end changes its dependents in its own transaction (migration 0008's trigger)."""
+
+    async def job_edges(self, job_id: int) -> list[Row]:
+        """``(parent, child, policy, killed)`` of every dependency edge touching the job."""
+
+    async def ack_staged(
+        self,
+        items: Sequence[tuple[str, int, int]],
+        staged: Mapping[int, Sequence[GraphNode]],
+        receipt: tuple[str, str] | None = None,
+        result: tuple[str, float] | None = None,
+    ) -> set[tuple[int, int]]:
+        """``ack_many`` (with ``receipt`` = (owner, token): ``ack_receipted``; with
+        ``result`` = (value, keep_s), one item: ``ack_result``) that also inserts, in
+        the same transaction, the staged follow-ups (``core.followups``) of the rows
+        this very call deleted; the acked pairs, as the plain call answers."""
 
     async def claim(self, queue: str, worker_id: str, n: int, exhausted_error: str) -> Claimed:
         """Pre-claim exhausted sweep (dead rows get ``exhausted_error``) plus claim of up

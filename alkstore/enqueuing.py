@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from alkstore.core.dedupe import Enqueued, check_dedupe_key
+from alkstore.core.deps import GraphNode, check_policy
 from alkstore.core.options import EnqueueOpts, QueueOpts, Stamps, describe, resolve
 from alkstore.core.payload import check_size, encode_payload
 from alkstore.engine import Engine, EngineTransaction, SupportsOutbox
@@ -142,6 +143,8 @@ class Enqueuing:
             return (await self._debounced(payload, opts)).id
         if _key_of(opts) is not None:
             return (await self.enqueue_unique(payload, opts)).id
+        if isinstance(opts, EnqueueOpts) and opts.after is not None:
+            return (await self._after((payload,), opts))[0]
         writer = self._writer()
         stamps = self._resolve(opts)
         data = payload if type(payload) is bytes else encode_payload(payload)
@@ -191,12 +194,30 @@ class Enqueuing:
         if dedupe_keys is not None or _key_of(opts) is not None or debounce_of(opts):
             got = await self.enqueue_many_unique(payloads, opts, dedupe_keys=dedupe_keys)
             return [item.id for item in got]
+        if isinstance(opts, EnqueueOpts) and opts.after is not None:
+            return await self._after(payloads, opts)
         writer = self._writer()
         stamps = self._resolve(opts)
         data = encode_many(payloads, self._limit())
         if not data:
             return []
         return await writer.enqueue(self.name, data, stamps)
+
+    def _nodes(self, payloads: Iterable[object], opts: EnqueueOpts) -> list[GraphNode]:
+        """One graph node per payload, each waiting for ``opts.after``."""
+        stamps = self._resolve(opts)
+        policy = check_policy(opts.after_policy)
+        return [
+            GraphNode(self.name, data, stamps, opts.after or (), (), policy)
+            for data in encode_many(payloads, self._limit())
+        ]
+
+    async def _after(self, payloads: Iterable[object], opts: EnqueueOpts) -> list[int]:
+        """Jobs that wait for ``opts.after`` (docs/contract.md, "Dependencies")."""
+        nodes = self._nodes(payloads, opts)
+        if not nodes:
+            return []
+        return await self._writer().enqueue_graph(nodes)
 
     async def enqueue_many_unique(
         self,
@@ -211,6 +232,8 @@ class Enqueuing:
                 f"debounce_key {debounce_of(opts)!r} keeps one pending job: enqueue it with "
                 "enqueue(), not in a batch"
             )
+        if isinstance(opts, EnqueueOpts) and opts.after is not None and dedupe_keys is None:
+            return [Enqueued(i, False) for i in await self._after(payloads, opts)]
         writer = self._writer()
         stamps = self._resolve(opts)
         data = encode_many(payloads, self._limit())

@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "AlkstoreError",
     "CopyRefusedError",
+    "DependencyError",
     "EngineError",
     "HandleConsumedError",
     "InvalidArgumentError",
@@ -63,6 +64,14 @@ class StoreClosedError(AlkstoreError):
 
 class HandleConsumedError(AlkstoreError):
     """The job handle was already consumed by ack, retry or fail."""
+
+
+class DependencyError(InvalidArgumentError):
+    """A parent named in ``after`` is not live and left no kept outcome; ``job_id`` names it."""
+
+    def __init__(self, message: str, job_id: int) -> None:
+        super().__init__(message)
+        self.job_id = job_id
 
 
 class EngineError(AlkstoreError):

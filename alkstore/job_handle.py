@@ -10,11 +10,20 @@ import random
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Protocol
 
+from alkstore.core import followups
 from alkstore.core.backoff import backoff_delay_s
+from alkstore.core.deps import GraphNode
 from alkstore.core.job import ERROR_FAILED, ERROR_MAX_ATTEMPTS, Job
-from alkstore.core.names import is_storable_text
-from alkstore.core.options import check_non_negative, check_positive, describe
-from alkstore.core.payload import check_size
+from alkstore.core.names import check_name, is_storable_text
+from alkstore.core.options import (
+    EnqueueOpts,
+    QueueOpts,
+    check_non_negative,
+    check_positive,
+    describe,
+    resolve,
+)
+from alkstore.core.payload import check_size, encode_payload
 from alkstore.core.results import encode_result
 from alkstore.engine_door import StoreDoor, engine_of
 from alkstore.errors import HandleConsumedError, InvalidArgumentError
@@ -75,7 +84,9 @@ class JobHandle:
 
     async def _consume(self, op: Awaitable[bool]) -> bool:
         """Run the one-shot ``op``; the handle counts as consumed from before it starts
-        (a concurrent second call raises), and again usable if the database failed."""
+        (a concurrent second call raises), and again usable if the database failed.
+        Follow-ups still staged for the attempt (not an ack's: it took them) are dropped."""
+        followups.drop(self.job.id, self.job.attempts)
         self._consumed = True
         try:
             return await op
@@ -84,12 +95,42 @@ class JobHandle:
             raise
 
     async def ack(self) -> bool:
-        """Delete the job: it is done."""
-        self._start()
+        """Delete the job: it is done (and write the follow-ups :meth:`stage` kept)."""
+        engine = self._start()
         job = self.job
+        staged = followups.take([(job.id, job.attempts)])
+        if staged:
+            item = (self._queue.name, job.id, job.attempts)
+
+            async def acked() -> bool:
+                try:
+                    return (job.id, job.attempts) in await engine.ack_staged([item], staged)
+                except BaseException:
+                    followups.put({job.id: job.attempts}, staged)  # a retry of ack writes them
+                    raise
+
+            return await self._consume(acked())
         return await self._consume(
             self._queue._store._acks.ack(self._queue.name, job.id, job.attempts)
         )
+
+    def stage(
+        self,
+        queue: str,
+        payload: object,
+        opts: EnqueueOpts | None = None,
+        queue_opts: QueueOpts | None = None,
+    ) -> None:
+        """Keep a follow-up job for this attempt: written in the transaction of its ack
+        (``ack`` or ``ack_result``) only if that ack succeeds; a refused ack (the claim
+        lost), a retry, failure or snooze writes none (docs/contract.md, "Dependencies")."""
+        check_name(queue)
+        if isinstance(opts, EnqueueOpts) and (opts.after or opts.dedupe_key or opts.debounce_key):
+            raise InvalidArgumentError("a follow-up takes no after, dedupe_key or debounce_key")
+        data = encode_payload(payload)
+        check_size("payload", len(data), self._queue._store.max_payload_bytes)
+        stamps = resolve(queue_opts or QueueOpts(), opts)
+        followups.stage(self.job.id, self.job.attempts, [GraphNode(queue, data, stamps)])
 
     async def ack_result(self, value: object, keep_s: float) -> bool:
         """Delete the job and keep ``value`` (JSON) as its result for ``keep_s`` seconds,
@@ -101,7 +142,13 @@ class JobHandle:
         if limit is not None and len(text) > limit // 4:  # under a quarter: fits as UTF-8
             check_size("result", len(text.encode()), limit)
         job = self.job
-        done = await engine.ack_result(self._queue.name, job.id, job.attempts, text, keep)
+        staged = followups.take([(job.id, job.attempts)])
+        if staged:
+            item = (self._queue.name, job.id, job.attempts)
+            got = await engine.ack_staged([item], staged, None, (text, keep))
+            done = (job.id, job.attempts) in got
+        else:
+            done = await engine.ack_result(self._queue.name, job.id, job.attempts, text, keep)
         self._consumed = True
         return done
 

@@ -305,6 +305,18 @@ class Queue(Enqueuing):
         rows = await engine.outcomes(self.name, [check_job_id(job_id)])
         return JobOutcome.from_row(rows[0]) if rows else None
 
+    async def parent_outcomes(self, job_id: int) -> dict[int, JobOutcome | None]:
+        """What became of each parent of job ``job_id`` (``EnqueueOpts.after``), by id:
+        a succeeded parent's kept result (``None`` value if it kept none), dead, or still
+        live; ``None`` for one gone without a trace. Readable while the job has not
+        finished (a parent's result is kept until then)."""
+        engine = engine_of(self._store)
+        ident = check_job_id(job_id)
+        parents = [int(e[0]) for e in await engine.job_edges(ident) if e[1] == ident]
+        rows = await engine.outcomes(None, parents) if parents else []
+        got = {int(row[0]): JobOutcome.from_row(row) for row in rows}
+        return {parent: got.get(parent) for parent in parents}
+
     async def wait_outcome(self, job_id: int, timeout_s: float = 10.0) -> JobOutcome:
         """Wait until the job succeeds (its kept result) or dies (``JobDeadError`` with its
         last error); ``ResultTimeoutError`` after ``timeout_s``. Every waiter of the store

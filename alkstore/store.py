@@ -16,6 +16,7 @@ from types import TracebackType
 
 from alkstore.admin import Admin
 from alkstore.consume import ClaimLoop
+from alkstore.core import followups
 from alkstore.core.names import check_name
 from alkstore.core.options import QueueOpts, describe
 from alkstore.core.payload import DEFAULT_MAX_PAYLOAD_BYTES, encode_notify_payload
@@ -118,7 +119,15 @@ class Store:
         items = [(h._queue.name, h.job.id, h.job.attempts) for h in handles]
         if len({item[1] for item in items}) < len(items):
             raise InvalidArgumentError("an ack batch got the same job twice")
-        acked = await engine.ack_receipted(items, owner, token)
+        staged = followups.take((item[1], item[2]) for item in items)
+        if not staged:
+            acked = await engine.ack_receipted(items, owner, token)
+        else:  # follow-ups staged by the handlers: written with the ack, or not at all
+            try:
+                acked = await engine.ack_staged(items, staged, (owner, token))
+            except BaseException:
+                followups.put({item[1]: item[2] for item in items}, staged)  # the retry's
+                raise
         for handle in handles:
             handle._consumed = True
         return [(item[1], item[2]) in acked for item in items]

@@ -215,6 +215,10 @@ class Queue(_Enqueuing):
     def outcome(self, job_id: int) -> JobOutcome | None:
         return self._runner.run(self._async.outcome(job_id))
 
+    def parent_outcomes(self, job_id: int) -> dict[int, JobOutcome | None]:
+        """What became of each parent of the job (the twin of ``parent_outcomes``)."""
+        return self._runner.run(self._async.parent_outcomes(job_id))
+
     def wait_outcome(self, job_id: int, timeout_s: float = 10.0) -> JobOutcome:
         """Block until the job succeeds or dies (the twin of the async ``wait_outcome``)."""
         return self._runner.run(self._async.wait_outcome(job_id, timeout_s))
@@ -319,6 +323,16 @@ class JobHandle:
 
     def ack_result(self, value: object, keep_s: float) -> bool:
         return self._runner.run(self._async.ack_result(value, keep_s))
+
+    def stage(
+        self,
+        queue: str,
+        payload: object,
+        opts: EnqueueOpts | None = None,
+        queue_opts: QueueOpts | None = None,
+    ) -> None:
+        """Keep a follow-up for this attempt's ack (the twin of the async ``stage``)."""
+        self._async.stage(queue, payload, opts, queue_opts)
 
     def retry(self, error: str | None = None, delay_s: float | None = None) -> bool:
         return self._runner.run(self._async.retry(error, delay_s))

@@ -30,6 +30,7 @@ from alkstore.transaction import Transaction
 if TYPE_CHECKING:
     from alkstore.store import Store
     from alkstore.sync import Store as SyncStore
+    from alkstore.workflows import Sig
 
 __all__ = [
     "Deferred",
@@ -344,6 +345,13 @@ class Task(Generic[P, R]):
             raise BadCall(f"task {self.name!r}: {e}") from None
         return args, kwargs
 
+    def s(self, *args: Any, **kwargs: Any) -> Sig:
+        """This call as a step of a workflow (``alkstore.workflows``: chain, group, chord)."""
+        from alkstore.workflows import Sig  # the canvas stands on the tasks, not under them
+
+        self.bind(*args, **kwargs)  # a call that does not fit fails here, not in a worker
+        return Sig(self, args, dict(kwargs))
+
     # -- deferring ---------------------------------------------------------------
     async def defer(self, *args: P.args, **kwargs: P.kwargs) -> Deferred:
         """Enqueue one call as a job of the task's queue; returns the job id (a
@@ -373,10 +381,14 @@ class Task(Generic[P, R]):
         max_attempts: int | None = None,
         dedupe_key: str | None = None,
         dedupe_window_s: float | None = None,
+        after: Iterable[int] | None = None,
+        after_policy: str | None = None,
     ) -> TaskCall[P, R]:
         """Per-call options: ``task.configure(delay_s=30).defer(...)``;
         ``configure(dedupe_key="order-42")`` makes a second defer of a live key a no-op
-        that returns the first job's id (``call.duplicate`` is then True)."""
+        that returns the first job's id (``call.duplicate`` is then True);
+        ``configure(after=[id, ...])`` makes the job wait for those jobs (see
+        ``EnqueueOpts.after``; ``alkstore.workflows`` builds whole graphs)."""
         opts = EnqueueOpts(
             priority=priority,
             delay_s=delay_s,
@@ -385,6 +397,8 @@ class Task(Generic[P, R]):
             max_attempts=max_attempts,
             dedupe_key=dedupe_key,
             dedupe_window_s=dedupe_window_s,
+            after=None if after is None else tuple(after),
+            after_policy=after_policy,
         )
         return TaskCall(self, opts)
 

@@ -13,6 +13,7 @@ import sys
 from alkstore.cli.base import cli
 from alkstore.cli.doctor import doctor
 from alkstore.cli.fair import queues_aging, queues_fair
+from alkstore.cli.flows import flows
 from alkstore.cli.jobs import jobs
 from alkstore.cli.life import jobs_signal
 from alkstore.cli.queues import queues
@@ -35,6 +36,7 @@ cli.add_command(dashboard)
 cli.add_command(demo)
 cli.add_command(copy_command)
 cli.add_command(doctor)
+cli.add_command(flows)
 queues.add_command(queues_fair)
 queues.add_command(queues_aging)
 jobs.add_command(jobs_signal)

@@ -27,7 +27,7 @@ __all__ = [
     "SweepResult",
 ]
 
-JobState = Literal["pending", "processing", "dead"]
+JobState = Literal["pending", "processing", "blocked", "dead"]
 
 
 # The last_error a dead-letter move records when the caller gave none: decided

@@ -33,6 +33,8 @@ PRIORITY_MAX = 2**31 - 1
 # a duration beyond ~100 years is a mistake, and overflows timestamp arithmetic
 DURATION_MAX_S = 100 * 365 * 86400.0
 PARTITION_KEY_MAX = 200
+AFTER_MAX = 10_000  # parents of one job (EnqueueOpts.after)
+AFTER_ID_MAX = 2**63 - 1
 
 
 def _number(name: str, value: object) -> float:
@@ -133,6 +135,11 @@ class EnqueueOpts:
     job already claimed is never changed: the next enqueue creates the next
     job. Not with ``dedupe_key``, ``delay_s`` or ``run_at`` when ``debounce_s``
     is given.
+
+    ``after``: job ids this job waits for (docs/contract.md, "Dependencies"): it
+    is stored ``blocked`` and becomes pending in the transaction of the last
+    parent's ack. With ``after_policy="success"`` (default, None) a parent that dies
+    dead-letters it; with ``"complete"`` it runs whatever became of them.
     """
 
     priority: int | None = None
@@ -145,9 +152,12 @@ class EnqueueOpts:
     partition_key: str | None = None
     debounce_key: str | None = None
     debounce_s: float | None = None
+    after: tuple[int, ...] | None = None
+    after_policy: str | None = None
 
     def __post_init__(self) -> None:
         self._check_debounce()
+        self._check_after()
         if self.dedupe_key is not None:
             check_dedupe_key("dedupe_key", self.dedupe_key)
         if self.dedupe_window_s is not None:
@@ -184,6 +194,29 @@ class EnqueueOpts:
             check_positive("expires_in_s", self.expires_in_s)
         if self.max_attempts is not None:
             check_attempts("max_attempts", self.max_attempts)
+
+    def _check_after(self) -> None:
+        if self.after_policy not in (None, "success", "complete"):
+            raise InvalidArgumentError(
+                f"after_policy must be 'success' or 'complete', got {self.after_policy!r}"
+            )
+        if self.after is None:
+            return
+        after = self.after
+        if isinstance(after, (str, bytes)) or not hasattr(after, "__iter__"):
+            raise InvalidArgumentError(
+                f"after must be a sequence of job ids, got {describe(after)}"
+            )
+        ids: dict[int, None] = {}  # deduplicated, in order
+        for item in after:
+            if type(item) is bool or not isinstance(item, int) or not 1 <= item <= AFTER_ID_MAX:
+                raise InvalidArgumentError(f"after: {item!r} is not a job id (a positive int)")
+            ids[int(item)] = None
+        if len(ids) > AFTER_MAX:
+            raise InvalidArgumentError(f"after: {len(ids)} parents, at most {AFTER_MAX}")
+        if self.dedupe_key is not None or self.debounce_key is not None:
+            raise InvalidArgumentError("after cannot be combined with dedupe_key or debounce_key")
+        object.__setattr__(self, "after", tuple(ids))
 
     def _check_debounce(self) -> None:
         if self.debounce_key is not None:

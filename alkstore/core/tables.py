@@ -72,13 +72,24 @@ _JOB_COLUMNS: tuple[tuple[str, Kind], ...] = (
     ("partition_key", "text"),
     ("debounce_key", "text"),
     ("promoted_at", "time"),
+    ("waiting", "int"),
+    ("deps", "int"),
 )
 
 _DEAD_COLUMNS: tuple[tuple[str, Kind], ...] = (
     *(
         c
         for c in _JOB_COLUMNS
-        if c[0] not in ("state", "dedupe_key", "partition_key", "debounce_key", "promoted_at")
+        if c[0]
+        not in (
+            "state",
+            "dedupe_key",
+            "partition_key",
+            "debounce_key",
+            "promoted_at",
+            "waiting",
+            "deps",
+        )
     ),
     ("died_at", "time"),
     ("dedupe_key", "text"),
@@ -194,6 +205,9 @@ COPIED_TABLES: tuple[Table, ...] = (
             ("payload", "text"),
             ("sent_at", "time"),
         ),
+    Table(
+        "alk_deps",
+        (("parent", "int"), ("child", "int"), ("policy", "text"), ("killed", "bool")),
         2,
     ),
 )

@@ -42,6 +42,7 @@ from starlette.routing import Route
 from alkstore.admin import GONE_AFTER_S, JOB_STATES, Admin, flow_json
 from alkstore.core.job import Job
 from alkstore.dashboard.assets import ICON, LIVE_JS, STYLE
+from alkstore.dashboard.flows import flow_body
 from alkstore.dashboard.health import health_page
 from alkstore.dashboard.life import life_sections
 from alkstore.dashboard.pages import Page, now_utc
@@ -55,6 +56,7 @@ from alkstore.dashboard.site import (
     redirect,
 )
 from alkstore.errors import AlkstoreError, InvalidArgumentError, InvalidNameError
+from alkstore.flowgraph import read_flow
 from alkstore.metrics import CONTENT_TYPE
 from alkstore.store import Store
 from alkstore.tasks import BadCall, decode_call
@@ -232,6 +234,15 @@ def create_app(
             return redirect(dash.back(request, fields), f"signal not sent: {first}")
         message = f"sent signal {name!r} to job {job_id}" if sent else f"no live job {job_id}"
         return redirect(dash.back(request, fields), message)
+    async def flow_page(request: Request) -> Response:
+        page = await dash.page(request)
+        job_id = parse_id(request.path_params["job_id"])
+        graph = None if job_id is None else await read_flow(await dash.store(), job_id)
+        if graph is None or graph.nodes[graph.root].state == "gone":
+            body = page.refused(f"no job {request.path_params['job_id']}")
+            return dash.html(page, "No such job", body, "", status=404)
+        body = flow_body(graph, lambda i: page.url(f"/jobs/{i}"))
+        return dash.html(page, f"Workflow of job {graph.root}", body, "")
 
     async def workers_page(request: Request) -> Response:
         workers = await (await dash.store()).admin().workers(dash.gone_after_s)
@@ -381,6 +392,7 @@ def create_app(
         Route("/jobs", gated(job_lookup)),
         Route("/jobs/{job_id}", gated(job_page)),
         Route("/workers", gated(workers_page)),
+        Route("/flows/{job_id}", gated(flow_page)),
         Route("/health", gated(health)),
         Route("/jobs/{job_id}/requeue", act_requeue, methods=["POST"]),
         Route("/jobs/{job_id}/cancel", act_cancel, methods=["POST"]),

@@ -3,6 +3,17 @@
 from alkstore.tasks import Fail, Snooze, Task, TaskCall
 from alkstore.worker.context import current_job, current_tick
 from alkstore.worker.durable import step
+from alkstore.worker.followups import stage
 from alkstore.worker.runtime import Worker
 
-__all__ = ["Fail", "Snooze", "Task", "TaskCall", "Worker", "current_job", "current_tick", "step"]
+__all__ = [
+    "Fail",
+    "Snooze",
+    "Task",
+    "TaskCall",
+    "Worker",
+    "current_job",
+    "current_tick",
+    "stage",
+    "step",
+]

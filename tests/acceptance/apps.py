@@ -186,3 +186,13 @@ async def short_lease(path: str) -> None:
     except asyncio.CancelledError:
         log_line(path, "cancelled", job.id, job.attempts)
         raise
+
+
+@app.task(queue="work", name="stages_next")
+async def stages_next(key: str) -> None:
+    """Keeps a follow-up for its own ack (``alkstore.worker.stage``)."""
+    from alkstore.worker import stage
+    from alkstore.workflows import chain
+
+    await record(key)
+    stage(chain(echo.s(key + "-next"), echo.s(key + "-last")))

@@ -99,6 +99,9 @@ async def _fill(store: alkstore.Store) -> dict[str, int]:
     ids["debounced"] = await fair.enqueue(
         {"n": "debounced"}, alkstore.EnqueueOpts(debounce_key="d1", debounce_s=600)
     )
+    ids["blocked"] = await mail.enqueue(  # a dependency edge, a flagged parent
+        {"n": "blocked"}, alkstore.EnqueueOpts(after=(ids["pending"],))
+    )
     books = Bookkeeping(store)
     await books.mark_schedule("nightly", 1_700_000_000.5, ids["delayed"])
     await books.record_outcomes([("mail", "success", 3), ("mail", "dead", 1)])

@@ -34,7 +34,7 @@ def test_queue_opts_are_immutable() -> None:
 
 def test_enqueue_opts_are_immutable_and_default_to_none() -> None:
     opts = EnqueueOpts()
-    assert dataclasses.astuple(opts) == (None,) * 10
+    assert dataclasses.astuple(opts) == (None,) * 12
     with pytest.raises(dataclasses.FrozenInstanceError):
         opts.priority = 1  # type: ignore[misc]
 

@@ -34,6 +34,7 @@ from alkstore.core.tables import table as copied_table
 from alkstore.engine import NoteSink
 from alkstore.engines.postgres.connections import privilege_hint
 from alkstore.engines.postgres.copying import from_stored, to_stored
+from alkstore.engines.postgres.deps import PostgresDependencies
 from alkstore.engines.postgres.flowcontrol import PostgresFlowControl
 from alkstore.engines.postgres.health import PostgresHealth
 from alkstore.engines.postgres.inserts import (
@@ -54,7 +55,7 @@ __all__ = ["SCHEMA_VERSION", "PostgresEngine", "migrate"]
 log = logging.getLogger("alkstore.postgres")
 
 
-class PostgresEngine(PostgresFlowControl, PostgresHealth, PostgresLife):
+class PostgresEngine(PostgresFlowControl, PostgresHealth, PostgresLife, PostgresDependencies):
     """Storage in one PostgreSQL schema, shared by any number of processes and machines."""
 
     name = "postgres"
@@ -319,21 +320,6 @@ class PostgresEngine(PostgresFlowControl, PostgresHealth, PostgresLife):
 
     async def find_job(self, job_id: int) -> Row | None:
         return await self._fetchone("admin_find_job", {"id": job_id})
-
-    async def requeue_dead(
-        self, job_id: int, attempts: int, delay_s: float, expiry_cutoff_s: float
-    ) -> bool:
-        params = {
-            "id": job_id,
-            "attempts": attempts,
-            "delay": delay_s,
-            "expiry_cutoff": expiry_cutoff_s,
-        }
-        row = await self._fetchone("admin_requeue", params)
-        if row is None:
-            return False
-        self.send_wake(row[0])
-        return True
 
     async def stats(self) -> list[tuple[str, int, int, int, int, float | None]]:
         rows = await self._fetchall("admin_stats", {})

@@ -10,9 +10,11 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from alkstore.core.dedupe import Enqueued
+from alkstore.core.deps import GraphNode
 from alkstore.core.job import Row
 from alkstore.core.options import Stamps
 from alkstore.engines.postgres.connections import Conn
+from alkstore.engines.postgres.deps import run_graph
 from alkstore.engines.postgres.inserts import (
     insert_keyed,
     insert_params,
@@ -80,6 +82,17 @@ class PostgresTransaction:
             raise await self._host.failure(e, "transaction enqueue") from e
         self._queues[queue] = None
         return result
+
+    async def enqueue_graph(self, nodes: Sequence[GraphNode]) -> list[int]:
+        conn = self._live()
+        host = self._host
+        try:
+            ids = await run_graph(host.q, host.timed, conn, nodes)
+        except psycopg.Error as e:
+            raise await self._host.failure(e, "transaction enqueue") from e
+        for node in nodes:
+            self._queues[node.queue] = None
+        return ids
 
     async def notify(self, channel: str, payload: str) -> None:
         conn = self._live()

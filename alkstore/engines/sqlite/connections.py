@@ -169,6 +169,8 @@ class SqliteConnections:
         self._with_busy_retry(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchone())
         conn.execute(f"PRAGMA synchronous={self.synchronous}")  # a fixed keyword, never input
         conn.execute("PRAGMA temp_store=MEMORY")
+        # dependencies (migration 0008): a dead-lettered child's delete fires the trigger again
+        conn.execute("PRAGMA recursive_triggers=ON")
         return conn
 
     def _with_busy_retry(self, fn: Callable[[], T]) -> T:

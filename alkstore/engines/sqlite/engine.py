@@ -29,6 +29,7 @@ from alkstore.core.results import RESULTS_CHANNEL
 from alkstore.core.steps import Rows, run_steps_sync
 from alkstore.engine import NoteSink
 from alkstore.engines.sqlite.copying import SqliteCopying
+from alkstore.engines.sqlite.deps import SqliteDependencies, revive_children
 from alkstore.engines.sqlite.flowcontrol import SqliteFlowControl, claim_steps
 from alkstore.engines.sqlite.health import SqliteHealth
 from alkstore.engines.sqlite.inserts import insert_debounced, insert_jobs, insert_keyed
@@ -43,7 +44,7 @@ __all__ = ["SqliteEngine"]
 log = logging.getLogger("alkstore.sqlite")
 
 
-class SqliteEngine(SqliteFlowControl, SqliteCopying, SqliteHealth, SqliteLife):
+class SqliteEngine(SqliteFlowControl, SqliteCopying, SqliteHealth, SqliteLife, SqliteDependencies):
     """Storage on one SQLite file, shared safely by many processes on one machine."""
 
     name = "sqlite"
@@ -260,10 +261,6 @@ class SqliteEngine(SqliteFlowControl, SqliteCopying, SqliteHealth, SqliteLife):
         params = {"queue": queue, "now": self._clock(), "ids": json.dumps(ids)}
         return await self._rowcount("ack_batch", params)
 
-    async def cancel(self, queue: str, job_id: int) -> bool:
-        params = {"id": job_id, "queue": queue}
-        return bool(await self._rowcount("cancel", params))
-
     async def get_job(self, queue: str, job_id: int) -> Row | None:
         params = {"id": job_id, "queue": queue}
         return await self._fetchone("get_job", params)
@@ -280,6 +277,8 @@ class SqliteEngine(SqliteFlowControl, SqliteCopying, SqliteHealth, SqliteLife):
         if retention_s is not None:
             cutoff = {"queue": queue, "cutoff": now - retention_s}
             purged = conn.execute(Q["purge_dead"], cutoff).rowcount
+            if purged:  # the edges of purged children go with them
+                conn.execute(Q["deps_purge_edges"])
         results = conn.execute(Q["purge_results"], params).rowcount
         windows = conn.execute(Q["purge_windows"], params).rowcount
 
@@ -389,6 +388,8 @@ class SqliteEngine(SqliteFlowControl, SqliteCopying, SqliteHealth, SqliteLife):
         if row[1] is not None:  # back under its fair queue's key cursor
             conn.execute(Q["fair_touch"], {"queue": row[0], "key": row[1]})
         self.write_note(conn, row[0], "")
+        for queue in set(revive_children(conn, job_id)):  # the children its death took down
+            self.write_note(conn, queue, "")
         return True
 
     async def requeue_dead(

@@ -7,8 +7,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from alkstore.core.dedupe import Enqueued
+from alkstore.core.deps import GraphNode
 from alkstore.core.job import Row
 from alkstore.core.options import Stamps
+from alkstore.engines.sqlite.deps import run_graph
 from alkstore.engines.sqlite.inserts import insert_jobs, insert_keyed
 from alkstore.engines.sqlite.protocols import TransactionHost, TransactionToken
 
@@ -36,6 +38,12 @@ class SqliteTransaction:
 
     async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
         return await self._host.run_in_transaction(self._enqueue_unit, queue, payloads, stamps)
+
+    def _graph_unit(self, conn: sqlite3.Connection, nodes: Sequence[GraphNode]) -> list[int]:
+        return run_graph(conn, nodes, self._host.now(), self._host.write_note)
+
+    async def enqueue_graph(self, nodes: Sequence[GraphNode]) -> list[int]:
+        return await self._host.run_in_transaction(self._graph_unit, nodes)
 
     def _enqueue_keyed_unit(
         self,

@@ -547,3 +547,29 @@ async def test_a_poll_only_worker_stops_a_cancelled_handler_at_its_next_poll_bea
         finally:
             worker.stop(force=True)
             await run
+
+
+async def test_a_workflow_graph_in_the_callers_own_transaction_commits_or_rolls_back_with_it(
+    pg_url: str, schema: str, stores: list[alkstore.Store]
+) -> None:
+    from alkstore.workflows import Graph
+
+    store = await _open(stores, pg_url, schema)
+    g = Graph()
+    g.add("outbox", "second", after=[g.add("outbox", "first")])
+    async with await psycopg.AsyncConnection.connect(pg_url) as conn:
+        with pytest.raises(RuntimeError):
+            async with conn.transaction():
+                gone = await g.enqueue_on(store, conn)
+                raise RuntimeError("the caller's own failure")
+        assert [await store.queue("outbox").get_job(i) for i in gone] == [None, None]
+        async with conn.transaction():
+            ids = await g.enqueue_on(store, conn)
+            assert await store.queue("outbox").get_job(ids[0]) is None  # not yet committed
+    q = store.queue("outbox")
+    job = await q.get_job(ids[1])
+    assert job is not None and job.state == "blocked"
+    first = await q.claim_one("w")
+    assert first is not None and first.job.id == ids[0] and await first.ack()
+    second = await q.claim_one("w")
+    assert second is not None and second.job.id == ids[1]

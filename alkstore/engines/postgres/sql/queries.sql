@@ -924,7 +924,11 @@ WHERE id = ANY(%(ids)b::bigint[]) AND queue = %(queue)s AND (state || '') = 'pro
   AND claim_expires_at >= {now};
 
 -- name: cancel
-DELETE FROM {schema}.alk_jobs WHERE id = %(id)s AND queue = %(queue)s;
+-- alkstore.cancelling (until the commit) tells the dependencies trigger that
+-- this delete is a cancel, not an ack (migration 0008).
+DELETE FROM {schema}.alk_jobs
+WHERE id = %(id)s AND queue = %(queue)s
+  AND set_config('alkstore.cancelling', 'on', true) = 'on';
 
 -- name: get_job
 SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
@@ -961,9 +965,14 @@ WITH expired AS (
     DELETE FROM {schema}.alk_dead
     WHERE queue = %(queue)s AND %(retention)s::float8 IS NOT NULL
       AND died_at < {now} - make_interval(secs => %(retention)s::float8)
-    RETURNING 1
+    RETURNING id
+), edges AS (
+    -- the edges of purged children go with them
+    DELETE FROM {schema}.alk_deps WHERE child IN (SELECT id FROM purged)
 ), results AS (
-    DELETE FROM {schema}.alk_results WHERE queue = %(queue)s AND expires_at <= {now}
+    -- a parent's result stays while an edge to an unfinished dependent does
+    DELETE FROM {schema}.alk_results AS r WHERE queue = %(queue)s AND expires_at <= {now}
+      AND NOT EXISTS (SELECT 1 FROM {schema}.alk_deps AS d WHERE d.parent = r.id)
     RETURNING 1
 ), windows AS (
     DELETE FROM {schema}.alk_dedupe WHERE queue = %(queue)s AND expires_at <= {now}
@@ -1223,7 +1232,8 @@ SELECT (SELECT count(*) FROM {schema}.alk_queues),
        (SELECT count(*) FROM {schema}.alk_attempts),
        (SELECT count(*) FROM {schema}.alk_progress),
        (SELECT count(*) FROM {schema}.alk_steps),
-       (SELECT count(*) FROM {schema}.alk_signals);
+       (SELECT count(*) FROM {schema}.alk_signals),
+       (SELECT count(*) FROM {schema}.alk_deps);
 
 -- name: copy_read_queues
 -- A page of alk_queues after a key, in key order.
@@ -1241,7 +1251,7 @@ VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s);
 
 -- name: copy_read_jobs
 -- A page of alk_jobs after a key, in key order.
-SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, last_error, dedupe_key, partition_key, debounce_key, promoted_at
+SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, last_error, dedupe_key, partition_key, debounce_key, promoted_at, waiting, deps
 FROM {schema}.alk_jobs
 WHERE id > %s
 ORDER BY id
@@ -1249,8 +1259,8 @@ LIMIT %s;
 
 -- name: copy_write_jobs
 -- One copied row of alk_jobs, as the source had it.
-INSERT INTO {schema}.alk_jobs (id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, last_error, dedupe_key, partition_key, debounce_key, promoted_at) OVERRIDING SYSTEM VALUE
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);
+INSERT INTO {schema}.alk_jobs (id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, last_error, dedupe_key, partition_key, debounce_key, promoted_at, waiting, deps) OVERRIDING SYSTEM VALUE
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);
 
 -- name: copy_read_dead
 -- A page of alk_dead after a key, in key order.
@@ -1393,3 +1403,165 @@ GROUP BY queue ORDER BY queue;
 -- The database's clock, and whether this role sees other roles' sessions.
 SELECT EXTRACT(EPOCH FROM clock_timestamp())::float8,
        pg_has_role(current_user, 'pg_read_all_stats', 'USAGE');
+
+-- Dependencies (migration 0008; core/deps.py's flows, engines/postgres/deps.py).
+
+-- name: deps_mark_parents
+-- The live parents of a new child get their dependents bit, locked in id
+-- order (as ack_many locks): an ack of one of them waits for this commit,
+-- and its trigger then sees the bit and the edge.
+WITH locked AS MATERIALIZED (
+    SELECT id FROM {schema}.alk_jobs WHERE id = ANY(%(ids)s::bigint[])
+    ORDER BY id FOR UPDATE
+)
+UPDATE {schema}.alk_jobs AS j SET deps = j.deps | 1
+FROM locked WHERE j.id = locked.id
+RETURNING j.id;
+
+-- name: deps_kept_results
+SELECT id FROM {schema}.alk_results WHERE id = ANY(%(ids)s::bigint[]);
+
+-- name: deps_dead_rows
+SELECT id, last_error FROM {schema}.alk_dead WHERE id = ANY(%(ids)s::bigint[]);
+
+-- name: deps_block
+UPDATE {schema}.alk_jobs
+SET state = CASE WHEN %(waiting)s::integer > 0 THEN 'blocked' ELSE state END,
+    waiting = %(waiting)s::integer, deps = deps | %(deps)s::smallint
+WHERE id = %(id)s;
+
+-- name: deps_edges
+INSERT INTO {schema}.alk_deps (parent, child, policy, killed)
+SELECT p, %(child)s::bigint, %(policy)s::text, p IS NOT DISTINCT FROM %(killed)s::bigint
+FROM unnest(%(parents)s::bigint[]) AS p;
+
+-- name: deps_kill
+-- A new child whose parent is already dead: dead at once, in one statement.
+WITH moved AS (
+    DELETE FROM {schema}.alk_jobs WHERE id = %(id)s RETURNING *
+)
+INSERT INTO {schema}.alk_dead (id, queue, payload, priority, run_at, created_at, attempts,
+                               max_attempts, visibility_timeout_s, retry_base_s, expires_at,
+                               worker_id, claim_expires_at, last_error, died_at, dedupe_key,
+                               partition_key)
+SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
+       visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+       %(error)s::text, {now}, dedupe_key, partition_key
+FROM moved;
+
+-- name: deps_flags
+-- A requeued job's bits, from its edges (the dead table keeps no flag).
+UPDATE {schema}.alk_jobs
+SET deps = (deps & ~3::smallint)
+         | (CASE WHEN EXISTS (SELECT 1 FROM {schema}.alk_deps WHERE parent = %(id)s::bigint)
+                 THEN 1 ELSE 0 END)::smallint
+         | (CASE WHEN EXISTS (SELECT 1 FROM {schema}.alk_deps WHERE child = %(id)s::bigint)
+                 THEN 2 ELSE 0 END)::smallint
+WHERE id = %(id)s;
+
+-- name: deps_killed_children
+SELECT d.child FROM {schema}.alk_deps AS d JOIN {schema}.alk_dead AS x ON x.id = d.child
+WHERE d.parent = %(parent)s AND d.killed ORDER BY d.child;
+
+-- name: deps_dead_parents
+SELECT d.parent FROM {schema}.alk_deps AS d JOIN {schema}.alk_dead AS x ON x.id = d.parent
+WHERE d.child = %(child)s AND d.policy = 'success' ORDER BY d.parent;
+
+-- name: deps_move_kill
+UPDATE {schema}.alk_deps SET killed = (parent = %(to)s::bigint)
+WHERE child = %(child)s AND parent IN (%(parent)s, %(to)s);
+
+-- name: deps_live_parents
+SELECT count(*) FROM {schema}.alk_deps AS d JOIN {schema}.alk_jobs AS j ON j.id = d.parent
+WHERE d.child = %(child)s;
+
+-- name: deps_revive
+-- A dead-lettered child back to live: blocked on its live parents (pending if
+-- none), its edges no longer marked as killing it; the queue if it is pending.
+WITH back AS (
+    DELETE FROM {schema}.alk_dead WHERE id = %(id)s RETURNING *
+), live AS (
+    INSERT INTO {schema}.alk_jobs (id, queue, payload, state, priority, run_at, created_at,
+                                   attempts, max_attempts, visibility_timeout_s,
+                                   retry_base_s, expires_at, worker_id, claim_expires_at,
+                                   last_error, dedupe_key, partition_key, waiting, deps)
+    OVERRIDING SYSTEM VALUE
+    SELECT id, queue, payload,
+           CASE WHEN %(waiting)s::integer > 0 THEN 'blocked' ELSE 'pending' END,
+           priority, run_at, created_at, 0, max_attempts, visibility_timeout_s, retry_base_s,
+           expires_at, NULL, NULL, last_error,
+           CASE WHEN NOT EXISTS (SELECT 1 FROM {schema}.alk_jobs AS l
+                                 WHERE l.queue = back.queue
+                                   AND l.dedupe_key = back.dedupe_key) THEN dedupe_key END,
+           partition_key, %(waiting)s::integer,
+           (2 | CASE WHEN EXISTS (SELECT 1 FROM {schema}.alk_deps WHERE parent = back.id)
+                     THEN 1 ELSE 0 END)::smallint
+    FROM back
+    RETURNING queue, state
+), edges AS (
+    UPDATE {schema}.alk_deps SET killed = false WHERE child = %(id)s
+)
+SELECT queue FROM live WHERE state = 'pending';
+
+-- name: deps_has_edges
+SELECT EXISTS (SELECT 1 FROM {schema}.alk_deps WHERE parent = %(id)s)
+    OR EXISTS (SELECT 1 FROM {schema}.alk_deps WHERE child = %(id)s);
+
+-- name: deps_edges_of
+-- The edges touching a job: (parent, child, policy, killed).
+SELECT parent, child, policy, killed FROM {schema}.alk_deps WHERE parent = %(id)s
+UNION
+SELECT parent, child, policy, killed FROM {schema}.alk_deps WHERE child = %(id)s
+ORDER BY 1, 2;
+
+-- name: copy_read_deps
+-- A page of alk_deps after a key, in key order.
+SELECT parent, child, policy, killed
+FROM {schema}.alk_deps
+WHERE (parent, child) > (%s, %s)
+ORDER BY parent, child
+LIMIT %s;
+
+-- name: copy_write_deps
+-- One copied row of alk_deps, as the source had it.
+INSERT INTO {schema}.alk_deps (parent, child, policy, killed)
+VALUES (%s, %s, %s, %s);
+
+-- name: ack_receipted_deleted
+-- `ack_receipted` that also returns the ids this very statement deleted (the
+-- follow-ups of core/followups.py are written for those only); a separate
+-- statement, so the plain batch pays nothing for it.
+-- `ack_many` plus its receipt (docs/contract.md, "Ack receipts"), in one
+-- statement: the fenced deletes, then the worker's receipt row upserted with
+-- the ids of this batch that were not deleted. A retry of the batch (same
+-- :token) intersects its refusals with the earlier attempts': an id any
+-- attempt deleted drops out. ON CONFLICT DO UPDATE waits for and reads the
+-- receipt row's newest committed version, so an earlier attempt still in
+-- flight on a dead connection is seen once it commits (it holds the job rows'
+-- locks until then, and the deletes here wait for them first). Returns the ids
+-- no attempt of this batch deleted.
+WITH fenced AS MATERIALIZED (
+    SELECT j.id FROM {schema}.alk_jobs AS j
+    JOIN unnest(%(ids)b::bigint[], %(attempts)b::integer[], %(queues)b::text[])
+         AS f(id, attempts, queue) ON j.id = f.id
+    WHERE j.queue = f.queue AND (j.state || '') = 'processing' AND j.attempts = f.attempts
+      AND j.claim_expires_at >= {now}
+    ORDER BY j.id
+    FOR UPDATE OF j
+), deleted AS (
+    DELETE FROM {schema}.alk_jobs AS j USING fenced WHERE j.id = fenced.id
+    RETURNING j.id
+), receipt AS (
+    INSERT INTO {schema}.alk_ack_receipts AS r (owner, token, refused, at)
+    SELECT %(owner)s::text, %(token)s::text,
+           COALESCE(array_agg(f.id) FILTER (WHERE d.id IS NULL), '{}'), {now}
+    FROM unnest(%(ids)b::bigint[]) AS f(id) LEFT JOIN deleted AS d ON d.id = f.id
+    ON CONFLICT (owner) DO UPDATE SET
+        refused = CASE WHEN r.token = excluded.token
+            THEN ARRAY(SELECT unnest(r.refused) INTERSECT SELECT unnest(excluded.refused))
+            ELSE excluded.refused END,
+        token = excluded.token, at = excluded.at
+    RETURNING r.refused
+)
+SELECT refused, ARRAY(SELECT id FROM deleted) FROM receipt;
+

@@ -70,7 +70,9 @@ SELECT id, queue, state, NULL, last_error, attempts, NULL FROM alk_jobs
 WHERE (:queue IS NULL OR queue = :queue) AND id IN (SELECT value FROM json_each(:ids));
 
 -- name: purge_results
-DELETE FROM alk_results WHERE queue = :queue AND expires_at <= :now;
+-- A parent's result stays while an edge to a dependent that has not finished does.
+DELETE FROM alk_results WHERE queue = :queue AND expires_at <= :now
+  AND NOT EXISTS (SELECT 1 FROM alk_deps WHERE parent = alk_results.id);
 
 -- name: purge_windows
 DELETE FROM alk_dedupe WHERE queue = :queue AND expires_at <= :now;
@@ -602,7 +604,8 @@ SELECT (SELECT count(*) FROM alk_queues),
        (SELECT count(*) FROM alk_attempts),
        (SELECT count(*) FROM alk_progress),
        (SELECT count(*) FROM alk_steps),
-       (SELECT count(*) FROM alk_signals);
+       (SELECT count(*) FROM alk_signals),
+       (SELECT count(*) FROM alk_deps);
 
 -- name: copy_read_queues
 -- A page of alk_queues after a key, in key order.
@@ -620,7 +623,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: copy_read_jobs
 -- A page of alk_jobs after a key, in key order.
-SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, last_error, dedupe_key, partition_key, debounce_key, promoted_at
+SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, last_error, dedupe_key, partition_key, debounce_key, promoted_at, waiting, deps
 FROM alk_jobs
 WHERE id > ?
 ORDER BY id
@@ -628,8 +631,8 @@ LIMIT ?;
 
 -- name: copy_write_jobs
 -- One copied row of alk_jobs, as the source had it.
-INSERT INTO alk_jobs (id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, last_error, dedupe_key, partition_key, debounce_key, promoted_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+INSERT INTO alk_jobs (id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, last_error, dedupe_key, partition_key, debounce_key, promoted_at, waiting, deps)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: copy_read_dead
 -- A page of alk_dead after a key, in key order.
@@ -744,3 +747,123 @@ LIMIT ?;
 -- One copied row of alk_fair_weights, as the source had it.
 INSERT INTO alk_fair_weights (queue, partition_key, weight)
 VALUES (?, ?, ?);
+
+-- Dependencies (migration 0008; core/deps.py's flows, engines/sqlite/deps.py).
+
+-- name: deps_mark_parents
+-- The live parents of a new child get their dependents bit (the single writer
+-- makes this and the parent's end one order: no ack comes between).
+UPDATE alk_jobs SET deps = deps | 1
+WHERE id IN (SELECT value FROM json_each(:ids))
+RETURNING id;
+
+-- name: deps_kept_results
+SELECT id FROM alk_results WHERE id IN (SELECT value FROM json_each(:ids));
+
+-- name: deps_dead_rows
+SELECT id, last_error FROM alk_dead WHERE id IN (SELECT value FROM json_each(:ids));
+
+-- name: deps_block
+-- A new child: blocked while parents are waited for (else it stays pending).
+UPDATE alk_jobs
+SET state = CASE WHEN :waiting > 0 THEN 'blocked' ELSE state END,
+    waiting = :waiting, deps = deps | :deps
+WHERE id = :id;
+
+-- name: deps_edge
+INSERT INTO alk_deps (parent, child, policy, killed) VALUES (?, ?, ?, ?);
+
+-- name: deps_kill_copy
+-- A new child whose parent is already dead: dead at once (step 1, copy).
+INSERT INTO alk_dead (id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
+                      visibility_timeout_s, retry_base_s, expires_at, worker_id,
+                      claim_expires_at, last_error, died_at, dedupe_key, partition_key)
+SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
+       visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+       :error, :now, dedupe_key, partition_key
+FROM alk_jobs WHERE id = :id;
+
+-- name: deps_kill_delete
+DELETE FROM alk_jobs WHERE id = :id;
+
+-- name: deps_flags
+-- A requeued job's bits, from its edges (the dead table keeps no flag).
+UPDATE alk_jobs
+SET deps = (deps & ~3)
+         | (CASE WHEN EXISTS (SELECT 1 FROM alk_deps WHERE parent = :id) THEN 1 ELSE 0 END)
+         | (CASE WHEN EXISTS (SELECT 1 FROM alk_deps AS d INDEXED BY alk_deps_child
+                              WHERE d.child = :id) THEN 2 ELSE 0 END)
+WHERE id = :id;
+
+-- name: deps_killed_children
+SELECT d.child FROM alk_deps AS d JOIN alk_dead AS x ON x.id = d.child
+WHERE d.parent = :parent AND d.killed ORDER BY d.child;
+
+-- name: deps_dead_parents
+SELECT d.parent FROM alk_deps AS d JOIN alk_dead AS x ON x.id = d.parent
+WHERE d.child = :child AND d.policy = 'success' ORDER BY d.parent;
+
+-- name: deps_move_kill
+UPDATE alk_deps SET killed = (parent = :to)
+WHERE child = :child AND parent IN (:parent, :to);
+
+-- name: deps_live_parents
+SELECT count(*) FROM alk_deps AS d JOIN alk_jobs AS j ON j.id = d.parent
+WHERE d.child = :child;
+
+-- name: deps_revive_copy
+-- A dead-lettered child back to live: blocked on its live parents (pending if none).
+INSERT INTO alk_jobs (id, queue, payload, state, priority, run_at, created_at, attempts,
+                      max_attempts, visibility_timeout_s, retry_base_s, expires_at,
+                      worker_id, claim_expires_at, last_error, dedupe_key, partition_key,
+                      waiting, deps)
+SELECT id, queue, payload, CASE WHEN :waiting > 0 THEN 'blocked' ELSE 'pending' END,
+       priority, run_at, created_at, 0, max_attempts, visibility_timeout_s, retry_base_s,
+       expires_at, NULL, NULL, last_error,
+       CASE WHEN NOT EXISTS (SELECT 1 FROM alk_jobs AS l
+                             WHERE l.queue = alk_dead.queue
+                               AND l.dedupe_key = alk_dead.dedupe_key) THEN dedupe_key END,
+       partition_key, :waiting,
+       2 | (CASE WHEN EXISTS (SELECT 1 FROM alk_deps WHERE parent = :id) THEN 1 ELSE 0 END)
+FROM alk_dead WHERE id = :id
+RETURNING queue;
+
+-- name: deps_revive_delete
+DELETE FROM alk_dead WHERE id = :id;
+
+-- name: deps_revive_edges
+UPDATE alk_deps SET killed = 0 WHERE child = :id;
+
+-- name: deps_has_edges
+SELECT EXISTS (SELECT 1 FROM alk_deps WHERE parent = :id)
+    OR EXISTS (SELECT 1 FROM alk_deps INDEXED BY alk_deps_child WHERE child = :id);
+
+-- name: deps_edges_of
+-- The edges touching a job: (parent, child, policy, killed).
+SELECT parent, child, policy, killed FROM alk_deps WHERE parent = :id
+UNION
+SELECT parent, child, policy, killed FROM alk_deps INDEXED BY alk_deps_child WHERE child = :id
+ORDER BY 1, 2;
+
+-- name: deps_mark_cancel
+-- A cancel marks a row with dependents or parents first (deps bit 4): the
+-- trigger then tells it from an ack.
+UPDATE alk_jobs SET deps = deps | 4 WHERE id = :id AND queue = :queue AND deps <> 0;
+
+-- name: deps_purge_edges
+-- After a retention purge: the edges of children that are neither live nor dead.
+DELETE FROM alk_deps WHERE child IN (
+    SELECT child FROM alk_deps EXCEPT SELECT id FROM alk_jobs EXCEPT SELECT id FROM alk_dead);
+
+-- name: copy_read_deps
+-- A page of alk_deps after a key, in key order.
+SELECT parent, child, policy, killed
+FROM alk_deps
+WHERE (parent, child) > (?, ?)
+ORDER BY parent, child
+LIMIT ?;
+
+-- name: copy_write_deps
+-- One copied row of alk_deps, as the source had it.
+INSERT INTO alk_deps (parent, child, policy, killed)
+VALUES (?, ?, ?, ?);

@@ -10,7 +10,8 @@ CREATE TABLE alk_jobs (
     id                   INTEGER PRIMARY KEY AUTOINCREMENT,
     queue                TEXT    NOT NULL,
     payload              BLOB    NOT NULL,
-    state                TEXT    NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'processing')),
+    state                TEXT    NOT NULL DEFAULT 'pending'
+                                 CHECK (state IN ('pending', 'processing', 'blocked')),
     priority             INTEGER NOT NULL,
     run_at               REAL    NOT NULL,
     created_at           REAL    NOT NULL,
@@ -28,7 +29,11 @@ CREATE TABLE alk_jobs (
     -- one pending job per debounce key (NULL: none); schema v7
     debounce_key         TEXT,
     -- the last priority-aging promotion (NULL: none); schema v7
-    promoted_at          REAL
+    promoted_at          REAL,
+    -- a blocked job's count of parents not yet finished (NULL: never blocked); schema v8
+    waiting              INTEGER,
+    -- bit 1: has dependents, bit 2: has parents, bit 4: being cancelled; schema v8
+    deps                 INTEGER NOT NULL DEFAULT 0
 );
 
 -- The claim's pending arm walks this index in claim order and stops at LIMIT
@@ -253,3 +258,67 @@ CREATE TABLE alk_signals (
     PRIMARY KEY (job_id, name)
 ) WITHOUT ROWID;
 CREATE INDEX alk_signals_queue ON alk_signals (queue, job_id);
+-- Schema version 8: dependencies between jobs (migration 0008_dependencies).
+-- State 'blocked', `waiting` and `deps` are in alk_jobs above.
+
+-- The edges (see the PostgreSQL schema): `policy` 'success' or 'complete';
+-- `killed`: this parent's death dead-lettered the child.
+CREATE TABLE alk_deps (
+    parent INTEGER NOT NULL,
+    child  INTEGER NOT NULL,
+    policy TEXT    NOT NULL CHECK (policy IN ('success', 'complete')),
+    killed INTEGER NOT NULL DEFAULT 0 CHECK (killed IN (0, 1)),
+    PRIMARY KEY (parent, child)
+) WITHOUT ROWID;
+CREATE INDEX alk_deps_child ON alk_deps (child);
+
+-- What a parent's end does to its children, in the write that ended it
+-- (whichever statement deleted the row). Died: a dead row of its id exists
+-- (every dead-letter move copies before it deletes). Cancelled: deps bit 4
+-- (the cancel sets it), or a row that was not processing (only a processing
+-- row is ever acked). Otherwise it succeeded. The single writer makes the
+-- decrement race-free; the connections run with recursive_triggers on, so
+-- the deletes of dead-lettered children fire this trigger again (the cascade).
+CREATE TRIGGER alk_jobs_gone AFTER DELETE ON alk_jobs WHEN OLD.deps <> 0
+BEGIN
+    INSERT INTO alk_results (id, queue, outcome, value, attempts, finished_at, expires_at)
+    SELECT OLD.id, OLD.queue, 'success', 'null', OLD.attempts,
+           (julianday('now') - 2440587.5) * 86400.0, (julianday('now') - 2440587.5) * 86400.0
+    WHERE OLD.deps & 1 AND OLD.state = 'processing' AND NOT OLD.deps & 4
+      AND NOT EXISTS (SELECT 1 FROM alk_dead WHERE id = OLD.id)
+    ON CONFLICT (id) DO NOTHING;
+    UPDATE alk_jobs
+    SET waiting = waiting - 1, state = CASE WHEN waiting = 1 THEN 'pending' ELSE 'blocked' END
+    WHERE OLD.deps & 1 AND state = 'blocked' AND id IN (
+        SELECT child FROM alk_deps WHERE parent = OLD.id
+          AND (policy = 'complete'
+               OR (OLD.state = 'processing' AND NOT OLD.deps & 4
+                   AND NOT EXISTS (SELECT 1 FROM alk_dead WHERE id = OLD.id))));
+    INSERT INTO alk_notes (channel, payload)
+    SELECT DISTINCT queue, '' FROM alk_jobs
+    WHERE OLD.deps & 1 AND state = 'pending'
+      AND id IN (SELECT child FROM alk_deps WHERE parent = OLD.id);
+    UPDATE alk_deps SET killed = 1
+    WHERE OLD.deps & 1 AND parent = OLD.id AND policy = 'success'
+      AND (OLD.state <> 'processing' OR OLD.deps & 4
+           OR EXISTS (SELECT 1 FROM alk_dead WHERE id = OLD.id))
+      AND child IN (SELECT id FROM alk_jobs WHERE state = 'blocked');
+    INSERT INTO alk_dead (id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
+                          visibility_timeout_s, retry_base_s, expires_at, worker_id,
+                          claim_expires_at, last_error, died_at, dedupe_key, partition_key)
+    SELECT id, queue, payload, priority, run_at, created_at, attempts, max_attempts,
+           visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+           COALESCE('dependency ' || OLD.id || ' died: '
+                    || (SELECT COALESCE(last_error, 'dead') FROM alk_dead WHERE id = OLD.id),
+                    'dependency ' || OLD.id || ' was cancelled'),
+           (julianday('now') - 2440587.5) * 86400.0, dedupe_key, partition_key
+    FROM alk_jobs
+    WHERE OLD.deps & 1 AND state = 'blocked'
+      AND id IN (SELECT child FROM alk_deps WHERE parent = OLD.id AND killed);
+    DELETE FROM alk_jobs
+    WHERE OLD.deps & 1 AND state = 'blocked'
+      AND id IN (SELECT child FROM alk_deps WHERE parent = OLD.id AND killed);
+    DELETE FROM alk_deps
+    WHERE OLD.deps & 2 AND child = OLD.id
+      AND NOT EXISTS (SELECT 1 FROM alk_dead WHERE id = OLD.id);
+END;
