@@ -28,6 +28,7 @@ from alkstore.core.options import Stamps
 from alkstore.core.results import RESULTS_CHANNEL
 from alkstore.core.steps import Rows, run_steps_sync
 from alkstore.engine import NoteSink
+from alkstore.engines.sqlite.bulk import SqliteBulk
 from alkstore.engines.sqlite.copying import SqliteCopying
 from alkstore.engines.sqlite.flowcontrol import SqliteFlowControl, claim_steps
 from alkstore.engines.sqlite.health import SqliteHealth
@@ -42,7 +43,7 @@ __all__ = ["SqliteEngine"]
 log = logging.getLogger("alkstore.sqlite")
 
 
-class SqliteEngine(SqliteFlowControl, SqliteCopying, SqliteHealth):
+class SqliteEngine(SqliteFlowControl, SqliteCopying, SqliteHealth, SqliteBulk):
     """Storage on one SQLite file, shared safely by many processes on one machine."""
 
     name = "sqlite"
