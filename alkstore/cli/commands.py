@@ -13,6 +13,7 @@ import sys
 from alkstore.cli.base import cli
 from alkstore.cli.doctor import doctor
 from alkstore.cli.fair import queues_aging, queues_fair
+from alkstore.cli.find import jobs_actions, jobs_bulk, jobs_bulk_resume, jobs_find
 from alkstore.cli.jobs import jobs
 from alkstore.cli.queues import queues
 from alkstore.cli.store_commands import enqueue, migrate, stats, sweep, workers
@@ -36,6 +37,10 @@ cli.add_command(copy_command)
 cli.add_command(doctor)
 queues.add_command(queues_fair)
 queues.add_command(queues_aging)
+jobs.add_command(jobs_find)
+jobs.add_command(jobs_bulk)
+jobs.add_command(jobs_bulk_resume)
+jobs.add_command(jobs_actions)
 
 
 def main(argv: list[str] | None = None) -> None:
