@@ -44,6 +44,7 @@ from alkstore.core.job import Job
 from alkstore.dashboard.assets import ICON, LIVE_JS, STYLE
 from alkstore.dashboard.health import health_page
 from alkstore.dashboard.pages import now_utc
+from alkstore.dashboard.search import search_routes
 from alkstore.dashboard.site import (
     LIST_LIMIT,
     SESSION_COOKIE,
@@ -361,6 +362,7 @@ def create_app(
         Route("/login", login, methods=["GET", "POST"]),
         Route("/logout", logout, methods=["POST"]),
         Route("/metrics", gated(metrics)),
+        *search_routes(dash, gated),
         Route("/assets/style.css", asset(STYLE, "text/css")),
         Route("/assets/live.js", asset(LIVE_JS, "text/javascript")),
         Route("/assets/icon.svg", asset(ICON, "image/svg+xml")),
