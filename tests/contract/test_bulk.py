@@ -172,6 +172,7 @@ async def test_an_action_run_in_steps_or_by_two_runners_at_once_changes_each_job
     assert a.finished and b.finished
     final = await ops.get(action.id)
     assert final is not None and final.done == 40
+    assert a == b == final  # the later runner found it finished and left it as it was
     assert set((await _states(store, f"queue:{qname}")).values()) == {"pending"}
 
 

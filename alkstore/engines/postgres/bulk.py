@@ -174,9 +174,16 @@ class PostgresBulk(PostgresSearch):
                 if got is None:
                     return None
                 phase, after = str(got[0]), int(got[1])
-                changed = 0
-                if phase != "done":
-                    changed, phase, after = await self._batch(conn, step, phase, after, woken)
+                if phase == "done":  # finished (by another runner): left as it is
+                    cur = await conn.execute(
+                        self.sql(
+                            f"SELECT {BULK_COLUMNS} FROM {{schema}}.alk_bulk_actions"
+                            " WHERE id = %(id)s"
+                        ),
+                        {"id": action_id},
+                    )
+                    return await cur.fetchone()
+                changed, phase, after = await self._batch(conn, step, phase, after, woken)
                 cur = await conn.execute(
                     self.sql(
                         "UPDATE {schema}.alk_bulk_actions SET phase = %(phase)s,"

@@ -142,17 +142,18 @@ class SqliteBulk(SqliteSearch):
         if got is None:
             return None
         phase, after = str(got[0]), int(got[1])
+        text = f"SELECT {BULK_COLUMNS} FROM alk_bulk_actions WHERE id = ?"
+        if phase == "done":  # finished (by another runner): left as it is
+            done: Row | None = conn.execute(text, (action_id,)).fetchone()
+            return done
         now = self._clock()
-        changed = 0
-        if phase != "done":
-            changed, phase, after = self._batch(conn, step, phase, after, now)
+        changed, phase, after = self._batch(conn, step, phase, after, now)
         conn.execute(
             "UPDATE alk_bulk_actions SET phase = :phase, after_id = :after,"
             " done = done + :changed, updated_at = :now,"
             " finished_at = CASE WHEN :phase = 'done' THEN :now END WHERE id = :id",
             {"phase": phase, "after": after, "changed": changed, "now": now, "id": action_id},
         )
-        text = f"SELECT {BULK_COLUMNS} FROM alk_bulk_actions WHERE id = ?"
         row: Row | None = conn.execute(text, (action_id,)).fetchone()
         return row
 
