@@ -31,6 +31,7 @@ __all__ = ["search_routes"]
 
 PAGE_SIZE = 50
 Endpoint = Callable[[Request], Awaitable[Response]]
+_EVERY_JOB = "give at least one filter term: a bulk action on every job is refused"
 _EXAMPLE = "queue:emails state:dead error:timeout args.to~example.com created>-1h"
 
 
@@ -129,6 +130,9 @@ def search_routes(dash: Dashboard, gated: Callable[[Endpoint], Any]) -> list[Rou
         priority_text = request.query_params.get("priority", "").strip()
         to_queue = request.query_params.get("to_queue", "").strip() or None
         ops = (await dash.store()).admin().bulk()
+        if not q.strip():
+            body = _search_form(page, q) + page.refused(_EVERY_JOB)
+            return dash.html(page, "Dry run", body, "search")
         try:
             priority = int(priority_text) if priority_text else None
         except ValueError:
@@ -181,6 +185,8 @@ def search_routes(dash: Dashboard, gated: Callable[[Endpoint], Any]) -> list[Rou
         ops = (await dash.store()).admin().bulk()
         client = request.client.host if request.client is not None else "unknown"
         try:
+            if not field("q"):
+                raise InvalidArgumentError(_EVERY_JOB)
             priority = int(field("priority")) if field("priority") else None
             action = field("action")
             started = await ops.start(
