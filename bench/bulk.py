@@ -29,10 +29,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import engine_home, fresh_target, median, percentile, render_table  # noqa: E402
+from common import engine_home, fresh_target, median, percentile, render_table
 
-import alkstore  # noqa: E402
-from alkstore import EnqueueOpts, QueueOpts  # noqa: E402
+import alkstore
+from alkstore import EnqueueOpts, QueueOpts
 
 HERE = Path(__file__).resolve()
 
@@ -48,7 +48,12 @@ async def worker(url: str, schema: str, out: str) -> None:
         q = store.queue("work")
         print("ready", flush=True)
         await loop.run_in_executor(None, sys.stdin.readline)  # go
-        loop.run_in_executor(None, lambda: (sys.stdin.readline(), loop.call_soon_threadsafe(stop.set)))
+
+        def wait_for_stop() -> None:
+            sys.stdin.readline()
+            loop.call_soon_threadsafe(stop.set)
+
+        stopping = loop.run_in_executor(None, wait_for_stop)
         name = f"w{os.getpid()}"
         while not stop.is_set():
             t0 = time.time()
@@ -59,6 +64,7 @@ async def worker(url: str, schema: str, out: str) -> None:
                 await asyncio.sleep(0.01)
                 continue
             await h.ack()
+        await stopping
     Path(out).write_text(json.dumps(samples))
 
 
@@ -129,8 +135,9 @@ async def one_run(target: object, args: argparse.Namespace, tmp: str) -> dict[st
         cut = await ops.get(action.id)
         assert cut is not None and not cut.finished
         second = await _spawn("--runner", url, schema, str(action.id), str(args.batch), str(n + 1))
-        out, _ = await second.communicate()
+        said, _ = await second.communicate()
         a_end = time.time()
+        assert said.split()[-2:] == [b"finished", str(n).encode()], said
         final = await ops.get(action.id)
         assert final is not None and final.finished
 
