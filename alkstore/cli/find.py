@@ -217,7 +217,13 @@ def _progress(quiet: bool) -> Any:
 
 @jobs.command("bulk-resume")
 @click.argument("action_id", type=click.IntRange(1))
-@click.option("--batch", type=click.IntRange(1, 10_000), default=BATCH_DEFAULT, show_default=True)
+@click.option(
+    "--batch",
+    type=click.IntRange(1, 10_000),
+    default=BATCH_DEFAULT,
+    show_default=True,
+    help="Jobs per batch (one short transaction each).",
+)
 @_json_option
 @_store_options
 @click.pass_context
@@ -246,7 +252,13 @@ def jobs_bulk_resume(
 
 
 @jobs.command("actions")
-@click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 1000),
+    default=20,
+    show_default=True,
+    help="At most this many actions.",
+)
 @_json_option
 @_store_options
 @click.pass_context
