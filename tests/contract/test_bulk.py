@@ -191,3 +191,21 @@ async def test_bad_bulk_requests_are_refused_naming_the_bad_value(store: alkstor
     with pytest.raises(InvalidArgumentError, match="priority"):
         await ops.start("priority", "state:dead", actor="t")
     assert await ops.get(12345) is None
+
+
+async def test_a_bulk_retry_of_dead_jobs_sharing_a_dedupe_key_keeps_one_key_holder(
+    store: alkstore.Store, qname: str
+) -> None:
+    q = store.queue(qname, QueueOpts(max_attempts=1))
+    dead = []
+    for _ in range(2):  # the key is free again once its job died: a second job takes it
+        got = await q.enqueue_unique(b"k", EnqueueOpts(dedupe_key="same"))
+        h = await q.claim_one("w")
+        assert h is not None and h.job.id == got.id and await h.fail("x")
+        dead.append(got.id)
+    done = await store.admin().bulk().apply("retry", f"queue:{qname}", actor="t")
+    assert done.done == 2
+    keys = [(await q.get_job(i)).dedupe_key for i in dead]  # type: ignore[union-attr]
+    assert keys.count("same") == 1
+    again = await q.enqueue_unique(b"k", EnqueueOpts(dedupe_key="same"))
+    assert again.duplicate  # one live job holds the key again
