@@ -17,6 +17,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from alkstore.bookkeeping import OUTCOMES, OUTCOMES_KEPT_S, Bookkeeping
+from alkstore.bulk import BulkActions, JobPage, find_jobs
+from alkstore.core.bulk import REQUEUE_ATTEMPTS, REQUEUE_EXPIRY_CUTOFF_S
+from alkstore.core.filters import JobFilter
 from alkstore.core.flow import QueueSettings, Rate
 from alkstore.core.job import Job, _utc
 from alkstore.core.names import check_name
@@ -43,12 +46,8 @@ __all__ = [
 JOB_STATES = ("pending", "processing", "blocked", "dead")
 GONE_AFTER_S = 30.0  # a worker not seen for this long is shown as gone
 LIST_LIMIT_MAX = 10_000
-# What a requeue sets, decided here once for every engine (the engines take the values):
-REQUEUE_ATTEMPTS = 0  # a fresh attempt budget
+# What a requeue sets (core/bulk.py decides it once, for a bulk retry too)
 REQUEUE_DELAY_S = 0.0  # claimable now
-# an expiry at or before now + this is cleared (else the job would expire again at
-# once); a later one is kept
-REQUEUE_EXPIRY_CUTOFF_S = 0.0
 _ID_MAX = 2**63 - 1
 
 
@@ -260,6 +259,18 @@ class Admin:
         for job_id in ids:
             done += await _requeue(engine, job_id)
         return done
+
+    # -- search and bulk actions (alkstore/bulk.py) -------------------------------------
+    async def find(
+        self, where: JobFilter | str, *, after: int | None = None, limit: int = 100
+    ) -> JobPage:
+        """Jobs matching a filter (``core.filters``: a ``JobFilter`` or its text), live
+        and dead, in id order: a keyset page of at most ``limit`` after id ``after``."""
+        return await find_jobs(self._store, where, after, limit)
+
+    def bulk(self) -> BulkActions:
+        """Bulk actions by filter: preview, start, run (resumable), history."""
+        return BulkActions(self._store)
 
     # -- live workers and outcome history (written by the worker: alkstore.bookkeeping)
     async def workers(self, gone_after_s: float = GONE_AFTER_S) -> list[WorkerInfo]:

@@ -17,8 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from alkstore.core.bulk import BulkStep
 from alkstore.core.dedupe import Enqueued
 from alkstore.core.deps import GraphNode
+from alkstore.core.filters import JobFilter
 from alkstore.core.flow import Claimed
 from alkstore.core.health import HealthFacts
 from alkstore.core.job import Row
@@ -405,3 +407,33 @@ class Engine(Protocol):
 
     async def purge_life(self, queue: str) -> int:
         """Drop the life rows of the queue's jobs that are gone; count them."""
+    # -- search and bulk actions (alkstore/bulk.py, Admin.find) ------------------------
+    async def search_jobs(self, f: JobFilter, after: int, limit: int) -> list[Row]:
+        """Live and dead rows matching ``f`` with id > ``after``, in id order, at most
+        ``limit`` (a keyset page: each table's arm walks an index from the cursor)."""
+
+    async def count_jobs(self, f: JobFilter) -> int:
+        """How many live and dead rows match ``f`` now."""
+
+    async def bulk_create(
+        self,
+        action: str,
+        filter_text: str,
+        priority: int | None,
+        to_queue: str | None,
+        actor: str,
+        matched: int,
+        phase: str,
+    ) -> int:
+        """Insert an action's audit row (its cursor at the start of ``phase``); its id."""
+
+    async def bulk_step(self, action_id: int, step: BulkStep) -> Row | None:
+        """One batch of the action, in one transaction that also moves its cursor and
+        ``done`` (two runners take turns on the action's row); the row after it
+        (``None``: no such action). A finished action's row is returned unchanged."""
+
+    async def bulk_get(self, action_id: int) -> Row | None:
+        """One action's audit row."""
+
+    async def bulk_list(self, before: int | None, limit: int) -> list[Row]:
+        """Actions' audit rows, newest first, with id < ``before`` if given."""

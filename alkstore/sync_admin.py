@@ -5,13 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from alkstore import admin as _admin
+from alkstore import bulk as _bulk
 from alkstore.admin import QueueInfo
+from alkstore.bulk import BATCH_DEFAULT, SAMPLE_SIZE, BatchDone, BulkAction, BulkPreview, JobPage
+from alkstore.core.filters import JobFilter
 from alkstore.core.health import Health, Thresholds
 from alkstore.core.job import Job
 from alkstore.core.results import JobOutcome
 from alkstore.sync_runner import Runner
 
-__all__ = ["Admin"]
+__all__ = ["Admin", "BulkActions"]
 
 
 class Admin:
@@ -82,3 +85,87 @@ class Admin:
     def health(self, limits: Thresholds | None = None) -> Health:
         """The doctor's look at the store (``alkstore doctor``): findings with verdicts."""
         return self._runner.run(self._async.health(limits))
+
+    def find(
+        self, where: JobFilter | str, *, after: int | None = None, limit: int = 100
+    ) -> JobPage:
+        """Jobs matching a filter, live and dead, in id order (a keyset page)."""
+        return self._runner.run(self._async.find(where, after=after, limit=limit))
+
+    def bulk(self) -> BulkActions:
+        """Bulk actions by filter: preview, start, run (resumable), history."""
+        return BulkActions(self._async.bulk(), self._runner)
+
+
+class BulkActions:
+    """The blocking twin of :class:`alkstore.bulk.BulkActions`."""
+
+    def __init__(self, abulk: _bulk.BulkActions, runner: Runner) -> None:
+        self._async = abulk
+        self._runner = runner
+
+    def preview(
+        self,
+        action: str,
+        f: JobFilter | str,
+        *,
+        priority: int | None = None,
+        to_queue: str | None = None,
+        sample: int = SAMPLE_SIZE,
+    ) -> BulkPreview:
+        """The dry run: how many jobs ``action`` would touch now and the first ``sample``."""
+        return self._runner.run(
+            self._async.preview(action, f, priority=priority, to_queue=to_queue, sample=sample)
+        )
+
+    def start(
+        self,
+        action: str,
+        f: JobFilter | str,
+        *,
+        actor: str,
+        priority: int | None = None,
+        to_queue: str | None = None,
+    ) -> BulkAction:
+        """Write the action's audit row and cursor; nothing changes until :meth:`run`."""
+        return self._runner.run(
+            self._async.start(action, f, actor=actor, priority=priority, to_queue=to_queue)
+        )
+
+    def run(
+        self,
+        action_id: int,
+        *,
+        batch: int = BATCH_DEFAULT,
+        on_batch: BatchDone | None = None,
+        max_batches: int | None = None,
+    ) -> BulkAction:
+        """Run (or resume) the action in batches until it is done."""
+        return self._runner.run(
+            self._async.run(action_id, batch=batch, on_batch=on_batch, max_batches=max_batches)
+        )
+
+    def apply(
+        self,
+        action: str,
+        f: JobFilter | str,
+        *,
+        actor: str,
+        priority: int | None = None,
+        to_queue: str | None = None,
+        batch: int = BATCH_DEFAULT,
+    ) -> BulkAction:
+        """:meth:`start` then :meth:`run` to the end."""
+        return self._runner.run(
+            self._async.apply(
+                action, f, actor=actor, priority=priority, to_queue=to_queue, batch=batch
+            )
+        )
+
+    def get(self, action_id: int) -> BulkAction | None:
+        """One action's audit row and progress."""
+        return self._runner.run(self._async.get(action_id))
+
+    def history(self, *, before: int | None = None, limit: int = 50) -> list[BulkAction]:
+        """The audit: actions newest first."""
+        return self._runner.run(self._async.history(before=before, limit=limit))

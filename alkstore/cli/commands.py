@@ -14,6 +14,7 @@ from alkstore.cli.base import cli
 from alkstore.cli.doctor import doctor
 from alkstore.cli.fair import queues_aging, queues_fair
 from alkstore.cli.flows import flows
+from alkstore.cli.find import jobs_actions, jobs_bulk, jobs_bulk_resume, jobs_find
 from alkstore.cli.jobs import jobs
 from alkstore.cli.life import jobs_signal
 from alkstore.cli.queues import queues
@@ -40,6 +41,10 @@ cli.add_command(flows)
 queues.add_command(queues_fair)
 queues.add_command(queues_aging)
 jobs.add_command(jobs_signal)
+jobs.add_command(jobs_find)
+jobs.add_command(jobs_bulk)
+jobs.add_command(jobs_bulk_resume)
+jobs.add_command(jobs_actions)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -7,7 +7,8 @@ engines comparable (times to whole microseconds, PostgreSQL's resolution), and
 ``Digest`` sums up a table's canonical rows in key order.
 
 Not copied: ``alk_workers`` (the source's live workers, refused by the copy),
-``alk_ack_receipts`` (proofs of the live workers' ack batches) and SQLite's
+``alk_ack_receipts`` (proofs of the live workers' ack batches), ``alk_bulk_actions``
+(the source's bulk-action audit and cursors) and SQLite's
 ``alk_notes`` (wake-ups, meaningless once delivered).
 """
 

@@ -46,6 +46,7 @@ from alkstore.dashboard.flows import flow_body
 from alkstore.dashboard.health import health_page
 from alkstore.dashboard.life import life_sections
 from alkstore.dashboard.pages import Page, now_utc
+from alkstore.dashboard.search import search_routes
 from alkstore.dashboard.site import (
     LIST_LIMIT,
     SESSION_COOKIE,
@@ -401,6 +402,7 @@ def create_app(
         Route("/login", login, methods=["GET", "POST"]),
         Route("/logout", logout, methods=["POST"]),
         Route("/metrics", gated(metrics)),
+        *search_routes(dash, gated),
         Route("/assets/style.css", asset(STYLE, "text/css")),
         Route("/assets/live.js", asset(LIVE_JS, "text/javascript")),
         Route("/assets/icon.svg", asset(ICON, "image/svg+xml")),

@@ -107,6 +107,7 @@ class PageBase:
             for key, path, label in (
                 ("overview", "/", "Queues"),
                 ("dead", "/dead", "Dead letters"),
+                ("search", "/search", "Search"),
                 ("workers", "/workers", "Workers"),
                 ("health", "/health", "Health"),
             )

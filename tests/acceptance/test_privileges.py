@@ -137,7 +137,10 @@ async def test_the_documented_worker_grants_run_a_worker_process_and_the_admin_c
         assert stats.returncode == 0, stats.stderr
         listed = run_cli(target, "jobs", "list", "work", "--state", "dead")
         assert listed.returncode == 0 and str(ids[-1]) in listed.stdout, listed.stderr
-        assert run_cli(target, "jobs", "requeue", str(ids[-1])).returncode == 0
+        found = run_cli(target, "jobs", "find", "queue:work", "state:dead", "task:always_fails")
+        assert found.returncode == 0 and str(ids[-1]) in found.stdout, found.stderr
+        bulk = run_cli(target, "jobs", "bulk", "retry", "queue:work", "state:dead", "--yes")
+        assert bulk.returncode == 0 and "1/1 (done)" in bulk.stdout, bulk.stderr
         assert run_cli(target, "jobs", "cancel", str(ids[-1])).returncode == 0
     finally:
         await apps.app.close()

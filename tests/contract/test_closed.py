@@ -100,6 +100,8 @@ ADMIN_OPS: dict[str, Callable[[Admin, str], Awaitable[object]]] = {
     "queues": lambda a, q: a.queues(),
     "queue_info": lambda a, q: a.queue_info(q),
     "health": lambda a, q: a.health(),
+    "find": lambda a, q: a.find(f"queue:{q}"),
+    "bulk": lambda a, q: a.bulk().preview("retry", f"queue:{q}"),
 }
 
 

@@ -7,7 +7,7 @@ import inspect
 import pytest
 
 import alkstore
-from alkstore import admin, job_handle, queue, store, sync, transaction
+from alkstore import admin, bulk, job_handle, queue, store, sync, sync_admin, transaction
 from alkstore import subscription as asub
 
 # async name -> its blocking twin's name (the rest keep their names)
@@ -21,6 +21,7 @@ PAIRS = [
     (transaction.Transaction, sync.Transaction),
     (asub.Subscription, sync.Subscription),
     (admin.Admin, sync.Admin),
+    (bulk.BulkActions, sync_admin.BulkActions),
 ]
 
 

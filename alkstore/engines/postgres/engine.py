@@ -32,6 +32,7 @@ from alkstore.core.steps import Rows, run_steps
 from alkstore.core.tables import COPIED_TABLES
 from alkstore.core.tables import table as copied_table
 from alkstore.engine import NoteSink
+from alkstore.engines.postgres.bulk import PostgresBulk
 from alkstore.engines.postgres.connections import privilege_hint
 from alkstore.engines.postgres.copying import from_stored, to_stored
 from alkstore.engines.postgres.deps import PostgresDependencies
@@ -55,7 +56,9 @@ __all__ = ["SCHEMA_VERSION", "PostgresEngine", "migrate"]
 log = logging.getLogger("alkstore.postgres")
 
 
-class PostgresEngine(PostgresFlowControl, PostgresHealth, PostgresLife, PostgresDependencies):
+class PostgresEngine(
+    PostgresFlowControl, PostgresHealth, PostgresLife, PostgresDependencies, PostgresBulk
+):
     """Storage in one PostgreSQL schema, shared by any number of processes and machines."""
 
     name = "postgres"

@@ -28,6 +28,7 @@ from alkstore.core.options import Stamps
 from alkstore.core.results import RESULTS_CHANNEL
 from alkstore.core.steps import Rows, run_steps_sync
 from alkstore.engine import NoteSink
+from alkstore.engines.sqlite.bulk import SqliteBulk
 from alkstore.engines.sqlite.copying import SqliteCopying
 from alkstore.engines.sqlite.deps import SqliteDependencies, revive_children
 from alkstore.engines.sqlite.flowcontrol import SqliteFlowControl, claim_steps
@@ -44,7 +45,9 @@ __all__ = ["SqliteEngine"]
 log = logging.getLogger("alkstore.sqlite")
 
 
-class SqliteEngine(SqliteFlowControl, SqliteCopying, SqliteHealth, SqliteLife, SqliteDependencies):
+class SqliteEngine(
+    SqliteFlowControl, SqliteCopying, SqliteHealth, SqliteLife, SqliteDependencies, SqliteBulk
+):
     """Storage on one SQLite file, shared safely by many processes on one machine."""
 
     name = "sqlite"
