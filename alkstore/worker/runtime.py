@@ -57,6 +57,7 @@ from alkstore.worker.heartbeats import Heartbeats
 from alkstore.worker.netwait import STOPPING_WAIT_S, DbWaits
 from alkstore.worker.presence import Presence
 from alkstore.worker.producer import Producer
+from alkstore.worker.recycle import RECYCLE_EXIT, Recycler
 from alkstore.worker.runs import StopFlag
 from alkstore.worker.scheduler import schedule_loop
 from alkstore.worker.sweeps import sweep_loop
@@ -96,6 +97,10 @@ class Worker:
 
     >>> worker = app.worker(["emails"], concurrency=16)
     >>> await worker.run()          # returns 0 after a graceful stop, 1 after a forced one
+
+    ``max_jobs`` / ``max_memory`` (bytes, or a size such as ``"512MB"``) stop it
+    gracefully after that many jobs started or above that resident size; ``run()``
+    then returns :data:`~alkstore.worker.recycle.RECYCLE_EXIT` (75).
     """
 
     def __init__(
@@ -117,6 +122,8 @@ class Worker:
         metrics_port: int | None = None,
         metrics_host: str = "127.0.0.1",
         unknown_task_max_age_s: float | None = UNKNOWN_MAX_AGE_S,
+        max_jobs: int | None = None,
+        max_memory: int | str | None = None,
     ) -> None:
         self.app = app
         self.schedule = schedule
@@ -174,6 +181,10 @@ class Worker:
             self._executor,
             metrics,
         )
+        # --max-jobs / --max-memory: a graceful stop, then run() returns RECYCLE_EXIT
+        self.recycler = Recycler(max_jobs, max_memory, functools.partial(self._stop, False))
+        if self.recycler.max_jobs is not None:
+            self._producer.after_start = self.recycler.started
         self._completer: Completer | None = None  # built once the store is open
         self._stop_event: asyncio.Event | None = None
         self._sub: Subscription | None = None
@@ -245,7 +256,8 @@ class Worker:
 
     # -- the run ------------------------------------------------------------------
     async def run(self) -> int:
-        """Work until stopped; 0 after a graceful stop, 1 after a forced one."""
+        """Work until stopped; 0 after a graceful stop, 1 after a forced one, 75 after
+        a graceful stop to be recycled (``max_jobs``, ``max_memory``)."""
         loop = asyncio.get_running_loop()
         self._loop = loop
         self._stop_event = asyncio.Event()
@@ -322,6 +334,7 @@ class Worker:
                 loop.create_task(sweep_loop(queues, self._db, self.sweep_interval_s)),
                 loop.create_task(presence.run()),
                 loop.create_task(watch_cancels(store, self.queues, producer.held, revoke)),
+                loop.create_task(self.recycler.watch_memory(stop, self._pause)),
             ]
             if self.schedule and self.app.schedules:
                 services.append(
@@ -357,7 +370,9 @@ class Worker:
         finally:
             await self._quietly(sub.aclose(), "unlisten", judge=False)
         log.info("worker %s stopped: %s", self.worker_id, dict(self.counts) or "no jobs")
-        return 1 if stop.forced else 0
+        if stop.forced:
+            return 1
+        return RECYCLE_EXIT if self.recycler.reason is not None else 0
 
     def _build(self, store: Store, presence: Presence) -> None:
         """The parts that need the open store: the completer and the heartbeats."""
