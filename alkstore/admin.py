@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from alkstore.bookkeeping import OUTCOMES, OUTCOMES_KEPT_S, Bookkeeping
+from alkstore.bookkeeping import HISTORY_MINUTES_MAX, OUTCOMES, Bookkeeping
 from alkstore.core.flow import QueueSettings, Rate
 from alkstore.core.job import Job, _utc
 from alkstore.core.names import check_name
@@ -285,16 +285,35 @@ class Admin:
             )
         return found
 
-    async def outcome_history(self, minutes: int = 60) -> list[OutcomeCount]:
-        """Finished-job counts per queue, minute and outcome over the last ``minutes``."""
+    async def outcome_history(
+        self, minutes: int = 60, *, queue: str | None = None, bucket_minutes: int = 1
+    ) -> list[OutcomeCount]:
+        """Finished-job counts per queue, minute and outcome over the last ``minutes``
+        (kept for the workers' ``history_retention_s``, a week by default).
+
+        ``queue``: of that queue only; ``bucket_minutes``: summed per that many
+        minutes (``minute`` is then the bucket's start), as the day and week charts
+        read them: ``await admin.outcome_history(7 * 1440, bucket_minutes=120)``."""
         engine = engine_of(self._store)
-        if type(minutes) is not int or not 1 <= minutes <= OUTCOMES_KEPT_S // 60:
-            raise InvalidArgumentError(f"minutes must be an int in [1, 1440], got {minutes!r}")
+        if type(minutes) is not int or not 1 <= minutes <= HISTORY_MINUTES_MAX:
+            raise InvalidArgumentError(
+                f"minutes must be an int in [1, {HISTORY_MINUTES_MAX}], got {describe(minutes)}"
+            )
+        if type(bucket_minutes) is not int or not 1 <= bucket_minutes <= minutes:
+            raise InvalidArgumentError(
+                f"bucket_minutes must be an int in [1, minutes], got {describe(bucket_minutes)}"
+            )
+        if queue is not None:
+            check_name(queue)
+        if queue is None and bucket_minutes == 1:
+            rows = await engine.outcome_history(minutes * 60.0)
+        else:
+            rows = await engine.outcome_series(minutes * 60.0, bucket_minutes * 60, queue)
         found = []
-        for queue, minute, outcome, n in await engine.outcome_history(minutes * 60.0):
+        for queue_name, minute, outcome, n in rows:
             at = _utc(minute)
             assert at is not None
-            found.append(OutcomeCount(queue, at, outcome, n))
+            found.append(OutcomeCount(queue_name, at, outcome, n))
         return found
 
     async def queues(self) -> list[QueueInfo]:

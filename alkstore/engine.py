@@ -316,6 +316,12 @@ class Engine(Protocol):
     async def outcome_history(self, seconds: float) -> list[tuple[str, float, str, int]]:
         """``(queue, minute start as POSIX seconds, outcome, n)`` of the last ``seconds``."""
 
+    async def outcome_series(
+        self, seconds: float, bucket_s: int, queue: str | None
+    ) -> list[tuple[str, float, str, int]]:
+        """``(queue, bucket start as POSIX seconds, outcome, n)`` of the last ``seconds``
+        summed per ``bucket_s`` (a multiple of 60), of one ``queue`` or all."""
+
     # -- store copy (alkstore/copy.py): the tables of core.tables, engine-neutral rows --
     async def copy_counts(self) -> dict[str, int]:
         """Rows of each table of ``core.tables.COPIED_TABLES``, by table name."""

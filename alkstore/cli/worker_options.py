@@ -134,6 +134,15 @@ WORKER_OPTIONS: tuple[WorkerOption, ...] = (
         kwarg="presence_interval_s",
     ),
     WorkerOption(
+        ("--history-retention",),
+        "ALKSTORE_WORKER_HISTORY_RETENTION",
+        "Seconds of per-minute outcome history kept for the dashboard's charts (7 days).",
+        float,
+        60,
+        default=7 * 24 * 3600.0,
+        kwarg="history_retention_s",
+    ),
+    WorkerOption(
         ("--max-jobs",),
         "ALKSTORE_WORKER_MAX_JOBS",
         "Recycle after this many jobs: stop claiming, finish, start a fresh process.",

@@ -46,6 +46,7 @@ from collections import Counter
 from collections.abc import Awaitable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from alkstore.bookkeeping import OUTCOMES_KEPT_S
 from alkstore.core.names import check_name, check_worker_id
 from alkstore.core.options import QueueOpts, check_non_negative, check_positive, describe
 from alkstore.core.urls import redact_url
@@ -124,6 +125,7 @@ class Worker:
         unknown_task_max_age_s: float | None = UNKNOWN_MAX_AGE_S,
         max_jobs: int | None = None,
         max_memory: int | str | None = None,
+        history_retention_s: float = OUTCOMES_KEPT_S,
     ) -> None:
         self.app = app
         self.schedule = schedule
@@ -152,6 +154,7 @@ class Worker:
         self.queue_opts = QueueOpts(dead_letter_retention_s=dead_letter_retention_s)
         self.handle_signals = handle_signals
         self.presence_interval_s = check_positive("presence_interval_s", presence_interval_s)
+        self.history_retention_s = check_positive("history_retention_s", history_retention_s)
         if unknown_task_max_age_s is not None:
             check_non_negative("unknown_task_max_age_s", unknown_task_max_age_s)
         self._db = DbWaits(self.worker_id)
@@ -301,6 +304,7 @@ class Worker:
             running=lambda: producer.active,
             interval_s=self.presence_interval_s,
             metrics=self.metrics,
+            history_retention_s=self.history_retention_s,
         )
         self._build(store, presence)
         if self.metrics is not None and self.metrics_port is not None:

@@ -388,6 +388,13 @@ class PostgresEngine(PostgresFlowControl, PostgresHealth):
         rows = await self._fetchall("outcome_history", {"seconds": seconds})
         return [(q, float(m), o, int(n)) for q, m, o, n in rows]
 
+    async def outcome_series(
+        self, seconds: float, bucket_s: int, queue: str | None
+    ) -> list[tuple[str, float, str, int]]:
+        params = {"seconds": seconds, "bucket": bucket_s, "queue": queue}
+        rows = await self._fetchall("outcome_series", params)
+        return [(q, float(m), o, int(n)) for q, m, o, n in rows]
+
     # -- store copy (alkstore/copy.py) --------------------------------------------------
     async def copy_counts(self) -> dict[str, int]:
         row = await self._fetchone("copy_counts", {})

@@ -459,6 +459,14 @@ class SqliteEngine(SqliteFlowControl, SqliteCopying, SqliteHealth):
         rows = await self._fetchall("outcome_history", {"since": since})
         return [(q, float(m), o, int(n)) for q, m, o, n in rows]
 
+    async def outcome_series(
+        self, seconds: float, bucket_s: int, queue: str | None
+    ) -> list[tuple[str, float, str, int]]:
+        since = int((self._clock() - seconds) // 60 * 60)
+        params = {"since": since, "bucket": bucket_s, "queue": queue}
+        rows = await self._fetchall("outcome_series", params)
+        return [(q, float(m), o, int(n)) for q, m, o, n in rows]
+
     # -- transactions -------------------------------------------------------------
     async def begin(self) -> SqliteTransaction:
         return SqliteTransaction(self, await self.begin_transaction())

@@ -1193,6 +1193,20 @@ FROM {schema}.alk_outcomes
 WHERE minute >= date_trunc('minute', {now} - make_interval(secs => %(seconds)s))
 ORDER BY minute, queue, outcome;
 
+-- name: outcome_series
+-- Counts per queue, bucket of %(bucket)s seconds (its start, POSIX seconds) and outcome
+-- of the last %(seconds)s, of one %(queue)s or all (NULL): the dashboard's charts of a
+-- day or a week, summed here so a week of minutes is not sent to be added up in Python.
+SELECT queue, b, outcome, sum(count)::bigint
+FROM (
+    SELECT queue, outcome, count,
+           floor(EXTRACT(EPOCH FROM minute) / %(bucket)s)::float8 * %(bucket)s AS b
+    FROM {schema}.alk_outcomes
+    WHERE minute >= date_trunc('minute', {now} - make_interval(secs => %(seconds)s))
+      AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+) AS m
+GROUP BY queue, b, outcome ORDER BY b, queue, outcome;
+
 -- Store copy (alkstore/copy.py): the tables of core/tables.py in its column order.
 -- Keys are compared as row values, text COLLATE "C": code point order, as on SQLite.
 
