@@ -67,9 +67,14 @@ class Admin:
         """Registered workers by start time; ``alive`` unless unseen for ``gone_after_s``."""
         return self._runner.run(self._async.workers(gone_after_s))
 
-    def outcome_history(self, minutes: int = 60) -> list[_admin.OutcomeCount]:
-        """Finished-job counts per queue, minute and outcome over the last ``minutes``."""
-        return self._runner.run(self._async.outcome_history(minutes))
+    def outcome_history(
+        self, minutes: int = 60, *, queue: str | None = None, bucket_minutes: int = 1
+    ) -> list[_admin.OutcomeCount]:
+        """Finished-job counts per queue, minute (or bucket) and outcome over the last
+        ``minutes``, of one ``queue`` or all."""
+        return self._runner.run(
+            self._async.outcome_history(minutes, queue=queue, bucket_minutes=bucket_minutes)
+        )
 
     def queues(self) -> list[QueueInfo]:
         """Every queue with jobs or stored settings: paused, limits, counts."""
