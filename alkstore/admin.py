@@ -152,9 +152,23 @@ class Admin:
     def __init__(self, store: AdminStore) -> None:
         self._store = store
 
-    async def list_jobs(self, queue: str, state: str | None = None, limit: int = 100) -> list[Job]:
-        """Jobs of ``queue`` (live and dead, or one ``state``) in id order, at most ``limit``."""
+    async def list_jobs(
+        self,
+        queue: str,
+        state: str | None = None,
+        limit: int = 100,
+        *,
+        after: int | None = None,
+        before: int | None = None,
+    ) -> list[Job]:
+        """Jobs of ``queue`` (live and dead, or one ``state``) in id order, at most ``limit``:
+        a keyset page, the first or those after id ``after`` or before id ``before``
+        (returned in id order too). Each page is one index range scan, however deep."""
         engine = engine_of(self._store)
+        if after is not None and before is not None:
+            raise InvalidArgumentError("give after or before, not both")
+        after = None if after is None else _check_id(after)
+        before = None if before is None else _check_id(before)
         check_name(queue)
         if state is not None and state not in JOB_STATES:
             raise InvalidArgumentError(
@@ -164,7 +178,10 @@ class Admin:
             raise InvalidArgumentError(
                 f"limit must be an int in [1, {LIST_LIMIT_MAX}], got {describe(limit)}"
             )
-        return [Job(row) for row in await engine.list_jobs(queue, state, limit)]
+        rows = await engine.list_jobs(queue, state, limit, after or 0, before)
+        if before is not None:
+            rows.reverse()
+        return [Job(row) for row in rows]
 
     async def list_dead(
         self, *, after: int | None = None, before: int | None = None, limit: int = 100

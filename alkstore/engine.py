@@ -261,8 +261,11 @@ class Engine(Protocol):
         """Open a transaction for ``store.transaction()``."""
 
     # -- admin (alkstore/admin.py): reads and repairs beyond the queue contract -----
-    async def list_jobs(self, queue: str, state: str | None, limit: int) -> list[Row]:
-        """Rows of ``queue``, live and dead (or only ``state``), by id, at most ``limit``."""
+    async def list_jobs(
+        self, queue: str, state: str | None, limit: int, after: int = 0, before: int | None = None
+    ) -> list[Row]:
+        """Rows of ``queue``, live and dead (or only ``state``), at most ``limit``: with id
+        > ``after`` in id order, or (``before`` given) with id < ``before``, nearest first."""
 
     async def find_job(self, job_id: int) -> Row | None:
         """The live or dead row with this id, in any queue."""

@@ -21,9 +21,20 @@ class Admin:
         self._async = aadmin
         self._runner = runner
 
-    def list_jobs(self, queue: str, state: str | None = None, limit: int = 100) -> list[Job]:
-        """Jobs of ``queue`` (live and dead, or one ``state``) in id order, at most ``limit``."""
-        return self._runner.run(self._async.list_jobs(queue, state, limit))
+    def list_jobs(
+        self,
+        queue: str,
+        state: str | None = None,
+        limit: int = 100,
+        *,
+        after: int | None = None,
+        before: int | None = None,
+    ) -> list[Job]:
+        """Jobs of ``queue`` (live and dead, or one ``state``) in id order, at most ``limit``:
+        the first page, or the one after id ``after`` or before id ``before``."""
+        return self._runner.run(
+            self._async.list_jobs(queue, state, limit, after=after, before=before)
+        )
 
     def list_dead(
         self, *, after: int | None = None, before: int | None = None, limit: int = 100

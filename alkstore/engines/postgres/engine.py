@@ -306,9 +306,12 @@ class PostgresEngine(PostgresFlowControl, PostgresHealth):
             await self._listener.unlisten(channels)
 
     # -- admin (alkstore/admin.py) -----------------------------------------------------
-    async def list_jobs(self, queue: str, state: str | None, limit: int) -> list[Row]:
-        params = {"queue": queue, "state": state, "limit": limit}
-        return await self._fetchall("admin_list_jobs", params)
+    async def list_jobs(
+        self, queue: str, state: str | None, limit: int, after: int = 0, before: int | None = None
+    ) -> list[Row]:
+        name = "admin_list_jobs" if before is None else "admin_list_jobs_before"
+        params = {"queue": queue, "state": state, "limit": limit, "after": after, "before": before}
+        return await self._fetchall(name, params)
 
     async def list_dead(self, after: int | None, before: int | None, limit: int) -> list[Row]:
         name = "admin_dead_after" if before is None else "admin_dead_before"

@@ -445,20 +445,37 @@ SELECT id, channel, payload FROM alk_notes WHERE id > :cursor ORDER BY id LIMIT 
 -- Admin (alkstore/admin.py): reads and repairs beyond the queue contract.
 
 -- name: admin_list_jobs
--- Live and dead rows of one queue (or one state) in id order; both arms are
--- id-ordered, so the compound ORDER BY merges them and LIMIT stops early.
+-- Live and dead rows of one queue (or one state) in id order after :after (a keyset
+-- page, never an OFFSET); both arms are id-ordered, so the compound ORDER BY merges
+-- them and LIMIT stops early.
 SELECT * FROM (
     SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
            last_error, NULL AS died_at, dedupe_key
-    FROM alk_jobs WHERE queue = :queue AND (:state IS NULL OR state = :state)
+    FROM alk_jobs WHERE queue = :queue AND (:state IS NULL OR state = :state) AND id > :after
     UNION ALL
     SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
            last_error, died_at, dedupe_key
-    FROM alk_dead WHERE queue = :queue AND (:state IS NULL OR :state = 'dead')
+    FROM alk_dead WHERE queue = :queue AND (:state IS NULL OR :state = 'dead') AND id > :after
 )
 ORDER BY id LIMIT :limit;
+
+-- name: admin_list_jobs_before
+-- The page before :before: rows of one queue (or one state) with id < :before,
+-- nearest first.
+SELECT * FROM (
+    SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
+           visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+           last_error, NULL AS died_at, dedupe_key
+    FROM alk_jobs WHERE queue = :queue AND (:state IS NULL OR state = :state) AND id < :before
+    UNION ALL
+    SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
+           visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+           last_error, died_at, dedupe_key
+    FROM alk_dead WHERE queue = :queue AND (:state IS NULL OR :state = 'dead') AND id < :before
+)
+ORDER BY id DESC LIMIT :limit;
 
 -- name: admin_dead_after
 -- Dead rows of every queue with id > :after, in id order: a keyset page on the
