@@ -118,8 +118,8 @@ def supervise(*, reload: bool, watch: Iterable[Path] = ()) -> int:
                     reloading = True
                     child.send_signal(signal.SIGTERM)
         status = code if code >= 0 else 128 - code
-        if stops:
-            return status
+        if stops:  # asked to stop: a child that was recycling meanwhile stopped cleanly too
+            return 0 if code == RECYCLE_EXIT else status
         if reloading:
             continue
         if code == RECYCLE_EXIT:

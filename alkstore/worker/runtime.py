@@ -172,6 +172,7 @@ class Worker:
         self.metrics_server: Any = None  # the /metrics HTTP server while running
         self.counts: Counter[str] = Counter()
         self._stop_flag = StopFlag()
+        self._signalled = False  # a SIGTERM/SIGINT came: the next one forces the stop
         unknown = UnknownTasks(self.worker_id, unknown_task_max_age_s)
         self._executor = Executor(app, concurrency, self._stop_flag, unknown)
         self._producer = Producer(
@@ -225,7 +226,9 @@ class Worker:
     def _on_signal(self, signum: int) -> None:
         name = signal.Signals(signum).name
         running, ahead, writing = self._producer.held_counts()
-        if self._stop_flag.requested:
+        # a second *signal* forces; a stop of the worker's own (recycling) does not count
+        again, self._signalled = self._signalled, True
+        if again:
             log.warning(
                 "%s again: stopping now (%d running handler(s) cancelled, their jobs given "
                 "back; %d outcome(s) not yet written are left to their claims' lapse)",
@@ -376,7 +379,8 @@ class Worker:
         log.info("worker %s stopped: %s", self.worker_id, dict(self.counts) or "no jobs")
         if stop.forced:
             return 1
-        return RECYCLE_EXIT if self.recycler.reason is not None else 0
+        recycled = self.recycler.reason is not None and not self._signalled  # else: asked to stop
+        return RECYCLE_EXIT if recycled else 0
 
     def _build(self, store: Store, presence: Presence) -> None:
         """The parts that need the open store: the completer and the heartbeats."""

@@ -76,3 +76,10 @@ if os.environ.get("HYGIENE_HOOKS"):
     @app.on_failure
     async def failure(job: Any, error: BaseException) -> None:
         log_line(_path(job), "on_failure", job.id, job.attempts, f"{type(error).__name__}:{error}")
+
+
+@app.task(queue="hygiene", name="nap")
+async def nap(path: str, seconds: float) -> None:
+    log_line(path, "start", current_job().id, _where())  # type: ignore[union-attr]
+    await asyncio.sleep(seconds)
+    log_line(path, "end", current_job().id, _where())  # type: ignore[union-attr]

@@ -148,6 +148,19 @@ async def test_max_memory_recycles_a_worker_that_grew(
     assert stop(proc) == 0
 
 
+async def test_a_sigterm_while_recycling_is_a_graceful_stop_not_a_second_signal(
+    store: alkstore.Store, procs: Procs, tmp_path: Path
+) -> None:
+    path = tmp_path / "runs.log"
+    await hygiene_app.nap.defer(str(path), 3.0)
+    proc = procs.start("--max-jobs", "1")
+    await until_lines(path, lambda rows: len(rows) == 1, "the nap to start")  # now recycling
+    assert stop(proc) == 0
+    assert [r[0] for r in lines(path)] == ["start", "end"]  # it finished, not interrupted
+    log = procs.log(proc)
+    assert "again: stopping now" not in log and "recycled; starting" not in log
+
+
 async def _async(value: bool) -> bool:
     return value
 
