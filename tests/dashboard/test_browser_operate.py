@@ -72,7 +72,8 @@ async def test_set_and_clear_a_queues_limits_and_see_fair_and_aging(
     await page.fill("#limits-form input[name=concurrency]", "many")
     await page.click("#limits-form button")
     await page.wait_for_url("**/queues/reports?msg=*")
-    assert "refused: concurrency must be a whole number" in await page.locator(".flash").inner_text()
+    flash = await page.locator(".flash").inner_text()
+    assert "refused: concurrency must be a whole number" in flash
     assert (await q.settings()).concurrency == 5
     await shot(page, "queue-limit-refused")
     for name in ("concurrency", "rate", "burst"):  # empty: no such limit
