@@ -35,7 +35,7 @@ from typing import Any
 
 from alkstore.worker.recycle import RECYCLE_EXIT
 
-__all__ = ["RECYCLE_EXIT", "SUPERVISED_ENV", "supervise", "wanted"]
+__all__ = ["RECYCLE_EXIT", "SUPERVISED_ENV", "follow_supervisor", "supervise", "wanted"]
 
 log = logging.getLogger("alkstore.worker")
 
@@ -68,6 +68,24 @@ def python_files(roots: Iterable[Path]) -> dict[str, int]:
     return found
 
 
+def follow_supervisor() -> None:
+    """In a supervised worker: get SIGTERM (the graceful stop) if the supervisor dies,
+    even by SIGKILL, so no worker outlives it unseen (Linux ``PR_SET_PDEATHSIG``)."""
+    marker = os.environ.get(SUPERVISED_ENV, "")
+    parent = marker.removeprefix("pid:")
+    if sys.platform != "linux" or marker == parent or not parent.isdigit():
+        return  # not our child (unsupervised, or ALKSTORE_WORKER_SUPERVISED=1 under systemd)
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != int(parent):  # it died before the prctl: stop now
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def _changed(before: dict[str, int], after: dict[str, int]) -> str | None:
     for path, mtime in after.items():
         if before.get(path) != mtime:
@@ -81,7 +99,7 @@ def _changed(before: dict[str, int], after: dict[str, int]) -> str | None:
 def supervise(*, reload: bool, watch: Iterable[Path] = ()) -> int:
     """Run this command's worker as a child until stopped; its last exit status."""
     argv = [sys.executable, *sys.orig_argv[1:]]
-    env = {**os.environ, SUPERVISED_ENV: "1"}
+    env = {**os.environ, SUPERVISED_ENV: f"pid:{os.getpid()}"}  # the child knows its parent
     roots = [Path.cwd(), *watch] if reload else []
     files = python_files(roots)
     stops = 0

@@ -56,6 +56,7 @@ def worker(
         watch = [Path(app_file).resolve().parent] if app_file.endswith(".py") else []
         sys.exit(supervisor.supervise(reload=options["reload"], watch=watch))
     catch_early_signals()  # a signal while starting is a clean stop, not a kill
+    supervisor.follow_supervisor()
     app = load_app(app_spec, show_traceback=show_traceback)
     _bind_app(ctx, app, url, schema)
     refused = missing_default_store(app.url)

@@ -161,6 +161,20 @@ async def test_a_sigterm_while_recycling_is_a_graceful_stop_not_a_second_signal(
     assert "again: stopping now" not in log and "recycled; starting" not in log
 
 
+async def test_a_worker_does_not_outlive_its_killed_supervisor(
+    store: alkstore.Store, procs: Procs, tmp_path: Path
+) -> None:
+    path = tmp_path / "runs.log"
+    await hygiene_app.nap.defer(str(path), 1.0)
+    proc = procs.start("--max-jobs", "5")
+    await until_lines(path, lambda rows: len(rows) == 1, "the nap to start")
+    [child] = worker_pids(procs.log(proc))
+    proc.kill()  # SIGKILL: the supervisor cannot pass anything on
+    proc.wait()
+    await wait_until(lambda: _async(gone(child)), timeout=60, what="the orphaned worker to stop")
+    assert [r[0] for r in lines(path)] == ["start", "end"]  # a graceful stop: it finished
+
+
 async def _async(value: bool) -> bool:
     return value
 

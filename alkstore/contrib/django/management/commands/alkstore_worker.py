@@ -53,6 +53,7 @@ class Command(BaseCommand):
             except AlkstoreError as e:
                 raise CommandError(str(e)) from None
             sys.exit(supervisor.supervise(reload=options["reload"]))
+        supervisor.follow_supervisor()
         self.stdout.write(
             f"alkstore worker on {redact_url(backend.url)}, queues {', '.join(queues)}"
         )
