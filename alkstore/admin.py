@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from alkstore.bookkeeping import OUTCOMES, OUTCOMES_KEPT_S, Bookkeeping
+from alkstore.bookkeeping import HISTORY_MINUTES_MAX, OUTCOMES, Bookkeeping
 from alkstore.bulk import BulkActions, JobPage, find_jobs
 from alkstore.core.bulk import REQUEUE_ATTEMPTS, REQUEUE_EXPIRY_CUTOFF_S
 from alkstore.core.filters import JobFilter
@@ -162,9 +162,23 @@ class Admin:
     def __init__(self, store: AdminStore) -> None:
         self._store = store
 
-    async def list_jobs(self, queue: str, state: str | None = None, limit: int = 100) -> list[Job]:
-        """Jobs of ``queue`` (live and dead, or one ``state``) in id order, at most ``limit``."""
+    async def list_jobs(
+        self,
+        queue: str,
+        state: str | None = None,
+        limit: int = 100,
+        *,
+        after: int | None = None,
+        before: int | None = None,
+    ) -> list[Job]:
+        """Jobs of ``queue`` (live and dead, or one ``state``) in id order, at most ``limit``:
+        a keyset page, the first or those after id ``after`` or before id ``before``
+        (returned in id order too). Each page is one index range scan, however deep."""
         engine = engine_of(self._store)
+        if after is not None and before is not None:
+            raise InvalidArgumentError("give after or before, not both")
+        after = None if after is None else _check_id(after)
+        before = None if before is None else _check_id(before)
         check_name(queue)
         if state is not None and state not in JOB_STATES:
             raise InvalidArgumentError(
@@ -174,7 +188,10 @@ class Admin:
             raise InvalidArgumentError(
                 f"limit must be an int in [1, {LIST_LIMIT_MAX}], got {describe(limit)}"
             )
-        return [Job(row) for row in await engine.list_jobs(queue, state, limit)]
+        rows = await engine.list_jobs(queue, state, limit, after or 0, before)
+        if before is not None:
+            rows.reverse()
+        return [Job(row) for row in rows]
 
     async def list_dead(
         self, *, after: int | None = None, before: int | None = None, limit: int = 100
@@ -307,16 +324,35 @@ class Admin:
             )
         return found
 
-    async def outcome_history(self, minutes: int = 60) -> list[OutcomeCount]:
-        """Finished-job counts per queue, minute and outcome over the last ``minutes``."""
+    async def outcome_history(
+        self, minutes: int = 60, *, queue: str | None = None, bucket_minutes: int = 1
+    ) -> list[OutcomeCount]:
+        """Finished-job counts per queue, minute and outcome over the last ``minutes``
+        (kept for the workers' ``history_retention_s``, a week by default).
+
+        ``queue``: of that queue only; ``bucket_minutes``: summed per that many
+        minutes (``minute`` is then the bucket's start), as the day and week charts
+        read them: ``await admin.outcome_history(7 * 1440, bucket_minutes=120)``."""
         engine = engine_of(self._store)
-        if type(minutes) is not int or not 1 <= minutes <= OUTCOMES_KEPT_S // 60:
-            raise InvalidArgumentError(f"minutes must be an int in [1, 1440], got {minutes!r}")
+        if type(minutes) is not int or not 1 <= minutes <= HISTORY_MINUTES_MAX:
+            raise InvalidArgumentError(
+                f"minutes must be an int in [1, {HISTORY_MINUTES_MAX}], got {describe(minutes)}"
+            )
+        if type(bucket_minutes) is not int or not 1 <= bucket_minutes <= minutes:
+            raise InvalidArgumentError(
+                f"bucket_minutes must be an int in [1, minutes], got {describe(bucket_minutes)}"
+            )
+        if queue is not None:
+            check_name(queue)
+        if queue is None and bucket_minutes == 1:
+            rows = await engine.outcome_history(minutes * 60.0)
+        else:
+            rows = await engine.outcome_series(minutes * 60.0, bucket_minutes * 60, queue)
         found = []
-        for queue, minute, outcome, n in await engine.outcome_history(minutes * 60.0):
+        for queue_name, minute, outcome, n in rows:
             at = _utc(minute)
             assert at is not None
-            found.append(OutcomeCount(queue, at, outcome, n))
+            found.append(OutcomeCount(queue_name, at, outcome, n))
         return found
 
     async def queues(self) -> list[QueueInfo]:

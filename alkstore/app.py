@@ -31,6 +31,7 @@ from alkstore.connect import connect
 from alkstore.core.names import check_name, check_schema
 from alkstore.core.options import QueueOpts, check_positive, describe
 from alkstore.errors import InvalidArgumentError, StoreClosedError
+from alkstore.job_hooks import JobHooks
 from alkstore.store import Store
 from alkstore.tasks import Task
 
@@ -43,6 +44,7 @@ __all__ = ["App"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
+H = TypeVar("H", bound=Callable[..., Any])
 
 
 def default_task_name(fn: Callable[..., Any]) -> str:
@@ -100,6 +102,7 @@ class App:
         self._sync: SyncStore | None = None
         self._sync_pid = 0
         self._sync_lock = threading.Lock()
+        self.hooks = JobHooks()
 
     # -- tasks ------------------------------------------------------------------
     def task(
@@ -309,6 +312,27 @@ class App:
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+    # -- job hooks (docs/worker.md, "Job hooks") -----------------------------------
+    def before_job(self, hook: H) -> H:
+        """Register ``hook(job)`` to run before each job's handler, where it runs.
+
+        >>> @app.before_job
+        ... def open_session(job): SESSION.set(Session())
+
+        Plain or async. If it raises, the attempt fails and the handler does not run.
+        """
+        return self.hooks.add_before(hook)
+
+    def after_job(self, hook: H) -> H:
+        """Register ``hook(job, error)`` to run after each job's handler, whatever it
+        did (``error``: what it raised, else ``None``); its own errors are logged."""
+        return self.hooks.add_after(hook)
+
+    def on_failure(self, hook: H) -> H:
+        """Register ``hook(job, error)`` for each failed attempt (retried or dead),
+        e.g. ``sentry_sdk.capture_exception(error)``; its own errors are logged."""
+        return self.hooks.add_failure(hook)
 
     # -- workers ------------------------------------------------------------------
     def worker(self, queues: Iterable[str] | None = None, **options: Any) -> Worker:

@@ -14,11 +14,14 @@ from alkstore.core.options import check_positive
 from alkstore.engine_door import StoreDoor, engine_of
 from alkstore.errors import InvalidArgumentError
 
-__all__ = ["OUTCOMES", "OUTCOMES_KEPT_S", "Bookkeeping"]
+__all__ = ["HISTORY_MINUTES_MAX", "OUTCOMES", "OUTCOMES_KEPT_S", "Bookkeeping"]
 
 # How a worker's run of a job ended (the worker's log and metrics use the same words).
 OUTCOMES = ("success", "retry", "dead", "lost", "interrupted", "snoozed", "cancelled")
-OUTCOMES_KEPT_S = 24 * 3600.0
+# The per-minute outcome history is kept this long unless the worker says otherwise
+# (Worker(history_retention_s=…), --history-retention); each write purges older minutes.
+OUTCOMES_KEPT_S = 7 * 24 * 3600.0
+HISTORY_MINUTES_MAX = 366 * 1440  # the longest history Admin.outcome_history reads
 
 
 class Bookkeeping:
@@ -69,9 +72,13 @@ class Bookkeeping:
         engine = engine_of(self._store)
         return await engine.purge_workers(check_positive("older_than_s", older_than_s))
 
-    async def record_outcomes(self, counts: Iterable[tuple[str, str, int]]) -> None:
-        """Add ``(queue, outcome, n)`` counts to the current minute of the outcome history."""
+    async def record_outcomes(
+        self, counts: Iterable[tuple[str, str, int]], keep_s: float = OUTCOMES_KEPT_S
+    ) -> None:
+        """Add ``(queue, outcome, n)`` counts to the current minute of the outcome history;
+        drop minutes older than ``keep_s`` (one transaction, one statement each)."""
         engine = engine_of(self._store)
+        check_positive("keep_s", keep_s)
         items = []
         for queue, outcome, n in counts:
             check_name(queue)
@@ -84,4 +91,4 @@ class Bookkeeping:
             if n:
                 items.append((queue, outcome, n))
         if items:
-            await engine.add_outcomes(items, OUTCOMES_KEPT_S)
+            await engine.add_outcomes(items, keep_s)

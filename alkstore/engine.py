@@ -288,8 +288,11 @@ class Engine(Protocol):
         """Open a transaction for ``store.transaction()``."""
 
     # -- admin (alkstore/admin.py): reads and repairs beyond the queue contract -----
-    async def list_jobs(self, queue: str, state: str | None, limit: int) -> list[Row]:
-        """Rows of ``queue``, live and dead (or only ``state``), by id, at most ``limit``."""
+    async def list_jobs(
+        self, queue: str, state: str | None, limit: int, after: int = 0, before: int | None = None
+    ) -> list[Row]:
+        """Rows of ``queue``, live and dead (or only ``state``), at most ``limit``: with id
+        > ``after`` in id order, or (``before`` given) with id < ``before``, nearest first."""
 
     async def find_job(self, job_id: int) -> Row | None:
         """The live or dead row with this id, in any queue."""
@@ -342,6 +345,12 @@ class Engine(Protocol):
 
     async def outcome_history(self, seconds: float) -> list[tuple[str, float, str, int]]:
         """``(queue, minute start as POSIX seconds, outcome, n)`` of the last ``seconds``."""
+
+    async def outcome_series(
+        self, seconds: float, bucket_s: int, queue: str | None
+    ) -> list[tuple[str, float, str, int]]:
+        """``(queue, bucket start as POSIX seconds, outcome, n)`` of the last ``seconds``
+        summed per ``bucket_s`` (a multiple of 60), of one ``queue`` or all."""
 
     # -- store copy (alkstore/copy.py): the tables of core.tables, engine-neutral rows --
     async def copy_counts(self) -> dict[str, int]:
@@ -407,6 +416,7 @@ class Engine(Protocol):
 
     async def purge_life(self, queue: str) -> int:
         """Drop the life rows of the queue's jobs that are gone; count them."""
+
     # -- search and bulk actions (alkstore/bulk.py, Admin.find) ------------------------
     async def search_jobs(self, f: JobFilter, after: int, limit: int) -> list[Row]:
         """Live and dead rows matching ``f`` with id > ``after``, in id order, at most

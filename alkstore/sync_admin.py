@@ -24,9 +24,20 @@ class Admin:
         self._async = aadmin
         self._runner = runner
 
-    def list_jobs(self, queue: str, state: str | None = None, limit: int = 100) -> list[Job]:
-        """Jobs of ``queue`` (live and dead, or one ``state``) in id order, at most ``limit``."""
-        return self._runner.run(self._async.list_jobs(queue, state, limit))
+    def list_jobs(
+        self,
+        queue: str,
+        state: str | None = None,
+        limit: int = 100,
+        *,
+        after: int | None = None,
+        before: int | None = None,
+    ) -> list[Job]:
+        """Jobs of ``queue`` (live and dead, or one ``state``) in id order, at most ``limit``:
+        the first page, or the one after id ``after`` or before id ``before``."""
+        return self._runner.run(
+            self._async.list_jobs(queue, state, limit, after=after, before=before)
+        )
 
     def list_dead(
         self, *, after: int | None = None, before: int | None = None, limit: int = 100
@@ -70,9 +81,14 @@ class Admin:
         """Registered workers by start time; ``alive`` unless unseen for ``gone_after_s``."""
         return self._runner.run(self._async.workers(gone_after_s))
 
-    def outcome_history(self, minutes: int = 60) -> list[_admin.OutcomeCount]:
-        """Finished-job counts per queue, minute and outcome over the last ``minutes``."""
-        return self._runner.run(self._async.outcome_history(minutes))
+    def outcome_history(
+        self, minutes: int = 60, *, queue: str | None = None, bucket_minutes: int = 1
+    ) -> list[_admin.OutcomeCount]:
+        """Finished-job counts per queue, minute (or bucket) and outcome over the last
+        ``minutes``, of one ``queue`` or all."""
+        return self._runner.run(
+            self._async.outcome_history(minutes, queue=queue, bucket_minutes=bucket_minutes)
+        )
 
     def queues(self) -> list[QueueInfo]:
         """Every queue with jobs or stored settings: paused, limits, counts."""

@@ -13,8 +13,8 @@ import sys
 from alkstore.cli.base import cli
 from alkstore.cli.doctor import doctor
 from alkstore.cli.fair import queues_aging, queues_fair
-from alkstore.cli.flows import flows
 from alkstore.cli.find import jobs_actions, jobs_bulk, jobs_bulk_resume, jobs_find
+from alkstore.cli.flows import flows
 from alkstore.cli.jobs import jobs
 from alkstore.cli.life import jobs_signal
 from alkstore.cli.queues import queues

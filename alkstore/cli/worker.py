@@ -6,15 +6,18 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
 
-from alkstore.cli import render, worker_options
+from alkstore.cli import render, supervisor, worker_options
 from alkstore.cli.apps import load_app
 from alkstore.cli.base import Failed, _bind_app, _open, _out, _run, _store_options
 from alkstore.cli.logs import setup_logging
 from alkstore.cli.store_path import absolute_url, missing_default_store
+from alkstore.errors import AlkstoreError
+from alkstore.worker.recycle import parse_size
 from alkstore.worker.runtime import Worker, catch_early_signals
 
 __all__ = ["schedules", "worker"]
@@ -45,9 +48,15 @@ def worker(
     MODULE is a dotted module name (the current directory is importable) or a
     path to a .py file: alkstore worker ./shop.py:app.
     """
-    catch_early_signals()  # a signal while starting is a clean stop, not a kill
     queues: tuple[str, ...] = options["queue"]
     setup_logging(options["log_level"], options["log_format"])
+    if supervisor.wanted(options):  # --max-jobs/--max-memory/--reload: a fresh child each time
+        _check_recycle(options)
+        app_file = app_spec.rpartition(":")[0]
+        watch = [Path(app_file).resolve().parent] if app_file.endswith(".py") else []
+        sys.exit(supervisor.supervise(reload=options["reload"], watch=watch))
+    catch_early_signals()  # a signal while starting is a clean stop, not a kill
+    supervisor.follow_supervisor()
     app = load_app(app_spec, show_traceback=show_traceback)
     _bind_app(ctx, app, url, schema)
     refused = missing_default_store(app.url)
@@ -80,6 +89,15 @@ def worker(
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def _check_recycle(options: dict[str, Any]) -> None:
+    """Refuse a bad --max-memory in the supervisor, not in each child."""
+    if options["max_memory"] is not None:
+        try:
+            parse_size(options["max_memory"])
+        except AlkstoreError as e:
+            raise Failed(str(e)) from None
 
 
 @click.command()

@@ -35,6 +35,7 @@ class WorkerOption:
     choices: tuple[str, ...] | None = None
     multiple: bool = False
     kwarg: str | None = None
+    flag: bool = False  # an on/off switch (no value)
 
     @property
     def dest(self) -> str:
@@ -142,6 +143,36 @@ WORKER_OPTIONS: tuple[WorkerOption, ...] = (
         kwarg="attempt_history",
     ),
     WorkerOption(
+        ("--history-retention",),
+        "ALKSTORE_WORKER_HISTORY_RETENTION",
+        "Seconds of per-minute outcome history kept for the dashboard's charts (7 days).",
+        float,
+        60,
+        default=7 * 24 * 3600.0,
+        kwarg="history_retention_s",
+    ),
+    WorkerOption(
+        ("--max-jobs",),
+        "ALKSTORE_WORKER_MAX_JOBS",
+        "Recycle after this many jobs: stop claiming, finish, start a fresh process.",
+        int,
+        1,
+        kwarg="max_jobs",
+    ),
+    WorkerOption(
+        ("--max-memory",),
+        "ALKSTORE_WORKER_MAX_MEMORY",
+        "Recycle above this resident memory (e.g. 512MB, 1GiB), checked every second.",
+        kwarg="max_memory",
+    ),
+    WorkerOption(
+        ("--reload",),
+        "ALKSTORE_WORKER_RELOAD",
+        "Development: restart the worker when a .py file under the current directory changes.",
+        flag=True,
+        default=False,
+    ),
+    WorkerOption(
         ("--log-level",),
         "ALKSTORE_WORKER_LOG_LEVEL",
         "warning: only the non-success job lines.",
@@ -171,6 +202,11 @@ def _click_type(option: WorkerOption) -> Any:
 def click_options(fn: F) -> F:
     """Decorate a click command with every worker option (flag or variable)."""
     for option in reversed(WORKER_OPTIONS):
+        if option.flag:
+            fn = click.option(
+                *option.flags, envvar=option.env, show_envvar=True, is_flag=True, help=option.help
+            )(fn)
+            continue
         fn = click.option(
             *option.flags,
             envvar=option.env,
@@ -214,6 +250,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         env = os.environ.get(option.env)
         shown = "" if option.default is None else f" (default: {option.default})"
         common: dict[str, Any] = {"dest": option.dest, "help": option.help + shown}
+        if option.flag:
+            on = (env or "").strip().lower() in ("1", "true", "yes", "on")
+            parser.add_argument(*option.flags, action="store_true", default=on, **common)
+            continue
         if option.multiple:
             names = env.split() if env else None
             parser.add_argument(*option.flags, action="append", default=names, **common)

@@ -206,6 +206,8 @@ COPIED_TABLES: tuple[Table, ...] = (
             ("payload", "text"),
             ("sent_at", "time"),
         ),
+        2,
+    ),
     Table(
         "alk_deps",
         (("parent", "int"), ("child", "int"), ("policy", "text"), ("killed", "bool")),

@@ -39,13 +39,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from alkstore.admin import GONE_AFTER_S, JOB_STATES, Admin, flow_json
-from alkstore.core.job import Job
+from alkstore.admin import GONE_AFTER_S, Admin, flow_json
 from alkstore.dashboard.assets import ICON, LIVE_JS, STYLE
+from alkstore.dashboard.charts import pick_range
 from alkstore.dashboard.flows import flow_body
 from alkstore.dashboard.health import health_page
 from alkstore.dashboard.life import life_sections
 from alkstore.dashboard.pages import Page, now_utc
+from alkstore.dashboard.queue_control import held_jobs, queue_control_routes, queue_view
 from alkstore.dashboard.search import search_routes
 from alkstore.dashboard.site import (
     LIST_LIMIT,
@@ -60,16 +61,8 @@ from alkstore.errors import AlkstoreError, InvalidArgumentError, InvalidNameErro
 from alkstore.flowgraph import read_flow
 from alkstore.metrics import CONTENT_TYPE
 from alkstore.store import Store
-from alkstore.tasks import BadCall, decode_call
 
 __all__ = ["AuthHook", "Dashboard", "create_app"]
-
-
-def _task_of(job: Job) -> str | None:
-    try:
-        return decode_call(job.payload)[0]
-    except BadCall:
-        return None
 
 
 def create_app(
@@ -116,9 +109,10 @@ def create_app(
         admin = (await dash.store()).admin()
         stats = await admin.stats()
         flows = {i.queue: i for i in await admin.queues()}
-        history = await admin.outcome_history(60)
+        span = pick_range(request.query_params.get("range"))
+        history = await admin.outcome_history(span.minutes, bucket_minutes=span.bucket_minutes)
         page = await dash.page(request, request.query_params.get("msg"))
-        body = page.overview(stats, history, now_utc(), flows)
+        body = page.overview(stats, history, now_utc(), flows, span)
         return dash.html(page, "Queues", body, "overview")
 
     async def overview_json(request: Request) -> Response:
@@ -131,23 +125,7 @@ def create_app(
         return JSONResponse({"queues": stats, "history": history})
 
     async def queue_page(request: Request) -> Response:
-        queue = request.path_params["queue"]
-        state = request.query_params.get("state") or None
-        task = request.query_params.get("task") or None
-        page = await dash.page(request, request.query_params.get("msg"))
-        if state is not None and state not in JOB_STATES:
-            body = page.refused(f"unknown state {state!r}: use one of {', '.join(JOB_STATES)}")
-            return dash.html(page, f"Queue {queue}", body, "overview", status=400)
-        admin = (await dash.store()).admin()
-        jobs = await admin.list_jobs(queue, state, 2000 if task else LIST_LIMIT)
-        tasks = sorted({t for t in map(_task_of, jobs) if t is not None})
-        if task is not None:
-            jobs = [j for j in jobs if _task_of(j) == task][:LIST_LIMIT]
-        stats = next((s for s in await admin.stats() if s.queue == queue), None)
-        history = [h for h in await admin.outcome_history(60) if h.queue == queue]
-        back = str(request.url.path) + (f"?{request.url.query}" if request.url.query else "")
-        body = page.queue_page(queue, stats, jobs, history, state, task, tasks, now_utc(), back)
-        return dash.html(page, f"Queue {queue}", body, "overview")
+        return await queue_view(dash, request)
 
     async def dead_page(request: Request) -> Response:
         """Dead jobs of every queue, a keyset page by id (``?after=`` / ``?before=``)."""
@@ -235,6 +213,7 @@ def create_app(
             return redirect(dash.back(request, fields), f"signal not sent: {first}")
         message = f"sent signal {name!r} to job {job_id}" if sent else f"no live job {job_id}"
         return redirect(dash.back(request, fields), message)
+
     async def flow_page(request: Request) -> Response:
         page = await dash.page(request)
         job_id = parse_id(request.path_params["job_id"])
@@ -246,9 +225,12 @@ def create_app(
         return dash.html(page, f"Workflow of job {graph.root}", body, "")
 
     async def workers_page(request: Request) -> Response:
-        workers = await (await dash.store()).admin().workers(dash.gone_after_s)
+        admin = (await dash.store()).admin()
+        workers = await admin.workers(dash.gone_after_s)
+        holding = await held_jobs(admin, workers)
         page = await dash.page(request, request.query_params.get("msg"))
-        return dash.html(page, "Workers", page.workers_page(workers, now_utc()), "workers")
+        body = page.workers_page(workers, now_utc(), holding)
+        return dash.html(page, "Workers", body, "workers")
 
     async def health(request: Request) -> Response:
         found = await (await dash.store()).admin().health()
@@ -399,6 +381,7 @@ def create_app(
         Route("/jobs/{job_id}/cancel", act_cancel, methods=["POST"]),
         Route("/jobs/{job_id}/signal", act_signal, methods=["POST"]),
         Route("/requeue", act_bulk_requeue, methods=["POST"]),
+        *queue_control_routes(dash),
         Route("/login", login, methods=["GET", "POST"]),
         Route("/logout", logout, methods=["POST"]),
         Route("/metrics", gated(metrics)),

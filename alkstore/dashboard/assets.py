@@ -15,7 +15,7 @@ header a{color:#c9d4df;text-decoration:none;margin-right:1rem}
 header a.on,header a:hover{color:#fff;text-decoration:underline}
 .brand{font-size:1.1rem}
 .who{margin-left:auto}
-main{padding:1rem 1.5rem;max-width:1200px}
+main{padding:1rem 1.5rem}
 h1{font-size:1.4rem;margin:.3rem 0 1rem}h2{font-size:1.1rem;margin:1.4rem 0 .5rem}
 table{border-collapse:collapse;width:100%;background:#fff;border:1px solid var(--line)}
 th,td{padding:.35rem .6rem;border-bottom:1px solid var(--line);text-align:left;
@@ -51,8 +51,17 @@ nav.pages{margin:.6rem 0}p.cut{margin:.2rem 0}
 .legend i{display:inline-block;width:.8rem;height:.8rem;margin:0 .3rem 0 .8rem}
 .legend i.ok,rect.ok{background:var(--ok);fill:var(--ok)}
 .legend i.bad,rect.bad{background:var(--bad);fill:var(--bad)}
-svg.chart{width:100%;max-width:760px;height:auto;background:#fff;border:1px solid var(--line)}
-svg.chart text{font-size:11px;fill:var(--muted)}
+.chart-box{position:relative;margin:.3rem 0 1rem}
+svg.chart{display:block;width:100%;height:16rem;background:#fff;border:1px solid var(--line)}
+svg.chart line.grid{stroke:var(--line);stroke-width:1;vector-effect:non-scaling-stroke}
+.chart-empty{position:absolute;top:6rem;width:100%;text-align:center;margin:0}
+.axis{display:flex;justify-content:space-between;color:var(--muted);font-size:.8em}
+nav.ranges a{margin-left:.5rem;padding:.05rem .4rem;border:1px solid var(--line);
+border-radius:.3rem;text-decoration:none}nav.ranges a.on{background:var(--acc);color:#fff}
+.queue-flow{display:flex;gap:1rem;align-items:center}
+form.limits{margin:.6rem 0;display:flex;gap:.8rem;flex-wrap:wrap;align-items:center}
+form.limits input{width:6rem;padding:.2rem .4rem}
+td.holds a{margin-right:.4rem}
 dl{display:grid;grid-template-columns:10rem 1fr;gap:.2rem 1rem;background:#fff;
 border:1px solid var(--line);padding:.8rem;margin:0}
 dt{color:var(--muted)}dd{margin:0}

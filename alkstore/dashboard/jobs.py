@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from alkstore.core.display import age, describe_payload
 from alkstore.core.job import Job
@@ -96,7 +96,9 @@ class JobPages(PageBase):
         nav = f'<nav class="pages">{" · ".join(links)}</nav>' if links else ""
         return note + nav + self.bulk_form(jobs, now, back) + nav
 
-    def job_page(self, job: Job, now: datetime, back: str) -> str:
+    def job_page(self, job: Job, now: datetime, back: str, attempts: str = "") -> str:
+        """One job: its call, state, timing, worker, payload and last error; ``attempts``
+        is the attempt history's section (HTML) when the store keeps one."""
         state = shown_state(job, now)
         if len(job.payload) > PREVIEW_CHARS:  # never parse (nor send) it all
             payload = job.payload[:PREVIEW_CHARS].decode("utf-8", "replace")
@@ -130,6 +132,10 @@ class JobPages(PageBase):
         if job.died_at is not None:
             fields.append(("died", when(job.died_at, now)))
         if job.state == "processing" and job.claim_expires_at is not None:
+            # the claim's start is not stored: each heartbeat moves the deadline on, so
+            # what is known is when the worker last renewed it (not how long it ran)
+            renewed = job.claim_expires_at - timedelta(seconds=job.visibility_timeout_s)
+            fields.append(("claim renewed", when(renewed, now)))
             fields.append(("timing", f"running; claim lapses {when(job.claim_expires_at, now)}"))
         elif state == "delayed":
             fields.append(("timing", f"delayed: due {when(job.run_at, now)}"))
@@ -155,9 +161,15 @@ class JobPages(PageBase):
             else ""
         )
         shown = preview(payload, len(job.payload), raw + "payload", "payload", "payload", "payload")
+        if not attempts:
+            attempts = (
+                f'<p class="muted">{job.attempts} attempt(s) of {job.max_attempts} so far; the '
+                "store keeps the last error only (below).</p>"
+            )
         return (
             f'<p class="actions">{"".join(actions)}</p>'
             f'<section id="job-live" data-live><dl>{dl}</dl></section>'
+            f'<h2>Attempts</h2><section id="attempts">{attempts}</section>'
             f"<h2>Payload</h2>{shown}{error}"
         )
 

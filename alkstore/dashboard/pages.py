@@ -7,17 +7,16 @@ pages in :mod:`alkstore.dashboard.jobs`; no template engine.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from alkstore.admin import JOB_STATES, OutcomeCount, QueueInfo, QueueStats, WorkerInfo
 from alkstore.core.display import age
 from alkstore.core.job import Job
+from alkstore.dashboard.charts import RANGES, ChartRange, chart
 from alkstore.dashboard.html import esc, now_utc, options, when
 from alkstore.dashboard.jobs import JobPages
 
 __all__ = ["Page", "esc", "now_utc"]
-
-FAILED = ("retry", "dead", "lost", "interrupted")
 
 
 def _flow(info: QueueInfo | None) -> str:
@@ -49,6 +48,7 @@ class Page(JobPages):
         history: Sequence[OutcomeCount],
         now: datetime,
         flows: Mapping[str, QueueInfo] | None = None,
+        span: ChartRange = RANGES["1h"],
     ) -> str:
         flows = flows or {}
         rows = "".join(
@@ -72,65 +72,32 @@ class Page(JobPages):
             if stats
             else '<p class="muted">No jobs in the store yet.</p>'
         )
-        chart = self.chart(history, now, "all queues")
-        return f'<section id="overview" data-live>{table}<h2>Last hour</h2>{chart}</section>'
+        chart = self.chart(history, now, "all queues", span, "/")
+        title = span.label[0].upper() + span.label[1:]
+        return f'<section id="overview" data-live>{table}<h2>{title}</h2>{chart}</section>'
 
-    def chart(self, history: Iterable[OutcomeCount], now: datetime, what: str) -> str:
-        """Jobs finished per minute over the last hour: successes and failures, as SVG."""
-        minute0 = now.replace(second=0, microsecond=0) - timedelta(minutes=59)
-        ok = [0] * 60
-        bad = [0] * 60
-        for h in history:
-            i = int((h.minute - minute0).total_seconds() // 60)
-            if 0 <= i < 60:
-                if h.outcome == "success":
-                    ok[i] += h.jobs
-                elif h.outcome in FAILED:  # snoozed and cancelled runs are neither
-                    bad[i] += h.jobs
-        total_ok, total_bad = sum(ok), sum(bad)
-        total = total_ok + total_bad
-        rate = f"{100 * total_bad / total:.1f}%" if total else "-"
-        recent = sum(ok[-5:]) + sum(bad[-5:])
-        peak = max([a + b for a, b in zip(ok, bad, strict=True)] + [1])
-        width, height, bar = 720, 140, 12
-        bars = []
-        for i in range(60):
-            x = i * bar
-            h_ok = round((height - 20) * ok[i] / peak)
-            h_bad = round((height - 20) * bad[i] / peak)
-            label = (minute0 + timedelta(minutes=i)).strftime("%H:%M")
-            tip = f"{label}Z: {ok[i]} succeeded, {bad[i]} failed"
-            y_ok = height - 20 - h_ok
-            bars.append(
-                f"<g><title>{esc(tip)}</title>"
-                f'<rect class="ok" x="{x + 1}" y="{y_ok}" width="{bar - 2}" height="{h_ok}"/>'
-                f'<rect class="bad" x="{x + 1}" y="{y_ok - h_bad}" width="{bar - 2}"'
-                f' height="{h_bad}"/></g>'
+    def chart(
+        self,
+        history: Iterable[OutcomeCount],
+        now: datetime,
+        what: str,
+        span: ChartRange = RANGES["1h"],
+        path: str | None = None,
+    ) -> str:
+        """Jobs finished per bucket of ``span`` (charts.py); with ``path``, links to the
+        other ranges of that page."""
+        links = ""
+        if path is not None:
+            links = (
+                '<nav class="ranges">'
+                + " ".join(
+                    f'<a href="{esc(self.url(path, range=r.key))}"'
+                    f'{" class=on" if r is span else ""} data-range-link="{r.key}">{r.key}</a>'
+                    for r in RANGES.values()
+                )
+                + "</nav>"
             )
-        axis = (
-            f'<text x="0" y="{height - 4}">{esc(minute0.strftime("%H:%M"))}Z</text>'
-            f'<text x="{width}" y="{height - 4}" text-anchor="end">now</text>'
-        )
-        if total:
-            axis += f'<text x="4" y="12">peak {peak}/min</text>'
-        else:
-            axis += (
-                f'<text x="{width // 2}" y="{height // 2}" text-anchor="middle">'
-                "no jobs finished in the last hour</text>"
-            )
-        svg = (
-            f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" '
-            f'aria-label="jobs finished per minute, {esc(what)}">{"".join(bars)}{axis}</svg>'
-        )
-        return (
-            '<div class="stats">'
-            f'<div><b data-stat="throughput">{recent / 5:.1f}</b> jobs/min (last 5 min)</div>'
-            f'<div><b data-stat="finished">{total}</b> finished (hour)</div>'
-            f'<div><b data-stat="failure-rate">{rate}</b> failure rate</div>'
-            '<div class="legend"><i class="ok"></i>succeeded <i class="bad"></i>'
-            "failed (retry, dead, lost, interrupted)</div>"
-            f"</div>{svg}"
-        )
+        return chart(history, now, what, span, links)
 
     # -- jobs -------------------------------------------------------------------------
 
@@ -145,7 +112,13 @@ class Page(JobPages):
         tasks: Sequence[str],
         now: datetime,
         back: str,
+        *,
+        span: ChartRange = RANGES["1h"],
+        control: str = "",
+        nav: str = "",
     ) -> str:
+        """A queue's counts, chart, flow control (``control``) and a page of its jobs
+        (``nav``: the links to the pages before and after)."""
         counts = (
             f"<b>{stats.pending}</b> pending · <b>{stats.delayed}</b> delayed · "
             f"<b>{stats.processing}</b> processing · <b>{stats.dead}</b> dead · "
@@ -159,6 +132,7 @@ class Page(JobPages):
             f'<form method="get" class="filters" action="{esc(self.url("/queues/" + queue))}">'
             f'<label>state <select name="state">{state_options}</select></label> '
             f'<label>task <select name="task">{task_options}</select></label> '
+            f'<input type="hidden" name="range" value="{esc(span.key)}">'
             "<button>Filter</button></form>"
         )
         listing = (
@@ -166,16 +140,23 @@ class Page(JobPages):
             if state == "dead"
             else self.job_table(jobs, now, select=False)
         )
-        if len(jobs) >= 200:
-            listing = f'<p class="muted">The {len(jobs)} oldest matching jobs.</p>' + listing
+        if task is not None:
+            listing = f'<p class="muted">Jobs of task {esc(task)} on this page.</p>' + listing
+        chart = self.chart(history, now, queue, span, "/queues/" + queue)
         summary = (
-            f'<section id="queue-live" data-live><p class="counts">{counts}</p>'
-            f"{self.chart(history, now, queue)}</section>"
+            f'<section id="queue-live" data-live><p class="counts">{counts}</p>{chart}</section>'
         )
-        return f"{summary}<h2>Jobs</h2>{filters}{listing}"
+        return f"{summary}<h2>Flow control</h2>{control}<h2>Jobs</h2>{filters}{nav}{listing}{nav}"
 
     # -- workers ------------------------------------------------------------------------
-    def workers_page(self, workers: Sequence[WorkerInfo], now: datetime) -> str:
+    def workers_page(
+        self,
+        workers: Sequence[WorkerInfo],
+        now: datetime,
+        holding: Mapping[str, Sequence[Job]] | None = None,
+    ) -> str:
+        """The registered workers; ``holding``: the processing jobs claimed by each."""
+        holding = holding or {}
         rows = "".join(
             f'<tr class="{"alive" if w.alive else "gone"}"><td><code>{esc(w.id)}</code></td>'
             f'<td><span class="badge {"ok" if w.alive else "bad"}">'
@@ -183,15 +164,28 @@ class Page(JobPages):
             f"<td>{esc(w.host)}</td><td class=num>{w.pid}</td>"
             f"<td>{esc(', '.join(w.queues))}</td>"
             f'<td class="num">{w.running}/{w.concurrency}</td>'
-            f"<td>{when(w.started_at, now)}</td><td>{esc(age(w.seen_ago_s))} ago</td></tr>"
+            f"<td>{when(w.started_at, now)}</td><td>{esc(age(w.seen_ago_s))} ago</td>"
+            f'<td class="holds" data-holds="{esc(w.id)}">{self._holds(holding.get(w.id, ()))}</td>'
+            "</tr>"
             for w in workers
         )
         table = (
             '<table id="workers"><thead><tr><th>id</th><th>state</th><th>host</th>'
             '<th class="num">pid</th><th>queues</th><th class="num">running</th><th>started</th>'
-            "<th>last seen</th></tr></thead>"
+            "<th>last seen</th><th>holds</th></tr></thead>"
             f"<tbody>{rows}</tbody></table>"
             if workers
             else '<p class="muted">No workers registered.</p>'
         )
         return f'<section id="workers-live" data-live>{table}</section>'
+
+    def _holds(self, jobs: Sequence[Job], shown: int = 20) -> str:
+        """Links to the jobs a worker holds (the first ``shown``, then how many more)."""
+        if not jobs:
+            return '<span class="muted">-</span>'
+        links = "".join(
+            f'<a href="{esc(self.url(f"/jobs/{j.id}"))}" title="{esc(j.queue)}">{j.id}</a>'
+            for j in jobs[:shown]
+        )
+        more = f' <span class="muted">+{len(jobs) - shown} more</span>' if len(jobs) > shown else ""
+        return links + more

@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any
 from alkstore.core.options import describe
 from alkstore.core.results import encode_result
 from alkstore.errors import PayloadError
+from alkstore.job_hooks import JobHooks
 from alkstore.tasks import BadCall, Fail, Snooze, Task, decode_envelope
 from alkstore.tracing import process_span
-from alkstore.worker.context import reset_current, set_current
+from alkstore.worker.context import RunningJob, reset_current, set_current
 from alkstore.worker.outcome import Kind, Outcome, error_text
 from alkstore.worker.runs import CANCELLED, DONE, LIVE, LOST, RUNNING, Run, StopFlag, task_name
 from alkstore.worker.unknown import UNKNOWN_DELAY_S, UnknownTasks
@@ -52,11 +53,22 @@ class Executor:
         # sync handlers' calls still running in a thread (done ones drop out)
         self._threads: set[concurrent.futures.Future[Any]] = set()
         self._successes: dict[str, Outcome] = {}  # task name -> its (immutable) success
+        self.hooks: JobHooks = getattr(app, "hooks", None) or JobHooks()
 
     async def execute(self, run: Run) -> Outcome:
         """Run the handler of ``run`` (state ``RUNNING``); its outcome. The run is
         ``DONE`` on return unless it was revoked meanwhile. A ``CancelledError`` that
         is the worker's stop (not a revoke) is raised: the stop gives the job back."""
+        hooks = self.hooks
+        if not hooks.failure:  # the plain path: nothing to hand a failure to
+            return await self._execute(run, None)
+        failed: list[BaseException] = []
+        outcome = await self._execute(run, failed)
+        if failed and outcome.kind in _FAILED:
+            await hooks.failed(run.job, failed[0])
+        return outcome
+
+    async def _execute(self, run: Run, failed: list[BaseException] | None) -> Outcome:
         job = run.job
         name = "?"
         trace = None
@@ -86,16 +98,20 @@ class Executor:
             )
             with span:
                 if task.timeout_s is None:
-                    value = await self._call(task, args, kwargs)
+                    value = await self._call(task, job, args, kwargs)
                 else:
                     async with asyncio.timeout(task.timeout_s) as timeout:
-                        value = await self._call(task, args, kwargs)
+                        value = await self._call(task, job, args, kwargs)
         except Fail as e:
+            if failed is not None:
+                failed.append(e)
             return Outcome(Kind.FAIL, name, "dead", str(e) or "Fail")
         except Snooze as e:  # a Park (sleep, wait_for) names the signal that wakes it
             signal = getattr(e, "signal", None)
             return Outcome(Kind.SNOOZE, name, "snoozed", seconds=e.delay_s, value=signal)
         except TimeoutError as e:
+            if failed is not None:
+                failed.append(e)
             if timeout is not None and timeout.expired():
                 return _retry(
                     run, name, f"timeout: the handler ran longer than {task.timeout_s:g}s"
@@ -110,8 +126,12 @@ class Executor:
             if current is not None and current.cancelling():
                 stopping = True
                 raise  # the worker is stopping: its drain gives the job back
+            if failed is not None:
+                failed.append(e)
             return _retry(run, name, error_text(e))  # a CancelledError of the handler's own
         except BaseException as e:  # an outcome for every job, always
+            if failed is not None:
+                failed.append(e)
             if task.fail_on and isinstance(e, task.fail_on):
                 return Outcome(Kind.FAIL, name, "dead", error_text(e))
             return _retry(run, name, error_text(e))
@@ -144,12 +164,24 @@ class Executor:
             return Outcome(Kind.GIVE_BACK, name, "unknown", seconds=UNKNOWN_DELAY_S)
         return Outcome(Kind.FAIL, name, "dead", self.unknown.error(name))
 
-    async def _call(self, task: Task[Any, Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
+    async def _call(
+        self, task: Task[Any, Any], job: RunningJob, args: list[Any], kwargs: dict[str, Any]
+    ) -> Any:
+        hooks = self.hooks
         if task.is_async:
+            if hooks.around:
+                return await hooks.call_async(job, functools.partial(task.fn, **kwargs), *args)
             return await task.fn(*args, **kwargs)
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="alkstore-task")
-        call = functools.partial(contextvars.copy_context().run, task.fn, *args, **kwargs)
+        if hooks.around:  # in the handler's thread, around it
+            fn = functools.partial(task.fn, **kwargs)
+            loop = asyncio.get_running_loop()
+            call = functools.partial(
+                contextvars.copy_context().run, hooks.call_sync, loop, job, fn, *args
+            )
+        else:
+            call = functools.partial(contextvars.copy_context().run, task.fn, *args, **kwargs)
         thread = self._pool.submit(call)
         self._threads.add(thread)
         thread.add_done_callback(self._threads.discard)
@@ -182,6 +214,9 @@ class Executor:
         """Drop the thread pool without waiting for its threads."""
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+_FAILED = (Kind.RETRY, Kind.FAIL)
 
 
 def _retry(run: Run, name: str, error: str) -> Outcome:

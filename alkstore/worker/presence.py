@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from alkstore.bookkeeping import Bookkeeping
+from alkstore.bookkeeping import OUTCOMES_KEPT_S, Bookkeeping
 from alkstore.errors import AlkstoreError, StoreClosedError
 
 if TYPE_CHECKING:
@@ -46,8 +46,10 @@ class Presence:
         running: Callable[[], int],
         interval_s: float,
         metrics: Metrics | None,
+        history_retention_s: float = OUTCOMES_KEPT_S,
     ) -> None:
         self.store = store
+        self.history_retention_s = history_retention_s
         self.worker_id = worker_id
         self.queues = queues
         self.concurrency = concurrency
@@ -70,7 +72,9 @@ class Presence:
         )
         counts, self.pending = self.pending, Counter()
         try:
-            await books.record_outcomes((q, o, n) for (q, o), n in counts.items())
+            await books.record_outcomes(
+                ((q, o, n) for (q, o), n in counts.items()), self.history_retention_s
+            )
         except BaseException:
             self.pending.update(counts)  # written at the next beat
             raise
@@ -94,7 +98,9 @@ class Presence:
         books = Bookkeeping(self.store)
         try:
             counts, self.pending = self.pending, Counter()
-            await books.record_outcomes((q, o, n) for (q, o), n in counts.items())
+            await books.record_outcomes(
+                ((q, o, n) for (q, o), n in counts.items()), self.history_retention_s
+            )
             await books.remove_worker(self.worker_id)
         except AlkstoreError as e:
             log.warning("worker %s: could not unregister: %s", self.worker_id, e)

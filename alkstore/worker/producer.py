@@ -81,6 +81,8 @@ class Producer:
         self.poll_beat_s: float | None = None  # the heartbeat cap of a poll-only store
         self.completer: Completer | None = None
         self.heartbeats: Heartbeats | None = None
+        self.started = 0  # jobs started (handlers run) by this worker
+        self.after_start: Callable[[int], None] | None = None  # told each new count
 
     def open(self) -> None:
         """Bind to the running loop (``Worker.run``)."""
@@ -215,6 +217,9 @@ class Producer:
             run.started = time.monotonic()
             run.task = task = loop.create_task(self._execute(run))
             task.add_done_callback(functools.partial(self._finished, run))
+            self.started += 1
+            if self.after_start is not None:
+                self.after_start(self.started)  # may stop the worker: the loop ends
 
     def _free_slot(self, run: Run) -> None:
         if run.finished:

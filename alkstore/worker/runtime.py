@@ -46,6 +46,7 @@ from collections import Counter
 from collections.abc import Awaitable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from alkstore.bookkeeping import OUTCOMES_KEPT_S
 from alkstore.core.life import DEFAULT_ATTEMPT_HISTORY
 from alkstore.core.names import check_name, check_worker_id
 from alkstore.core.options import QueueOpts, check_non_negative, check_positive, describe
@@ -59,6 +60,7 @@ from alkstore.worker.heartbeats import Heartbeats
 from alkstore.worker.netwait import STOPPING_WAIT_S, DbWaits
 from alkstore.worker.presence import Presence
 from alkstore.worker.producer import Producer
+from alkstore.worker.recycle import RECYCLE_EXIT, Recycler
 from alkstore.worker.runs import StopFlag
 from alkstore.worker.scheduler import schedule_loop
 from alkstore.worker.sweeps import sweep_loop
@@ -98,6 +100,10 @@ class Worker:
 
     >>> worker = app.worker(["emails"], concurrency=16)
     >>> await worker.run()          # returns 0 after a graceful stop, 1 after a forced one
+
+    ``max_jobs`` / ``max_memory`` (bytes, or a size such as ``"512MB"``) stop it
+    gracefully after that many jobs started or above that resident size; ``run()``
+    then returns :data:`~alkstore.worker.recycle.RECYCLE_EXIT` (75).
     """
 
     def __init__(
@@ -120,6 +126,9 @@ class Worker:
         metrics_host: str = "127.0.0.1",
         unknown_task_max_age_s: float | None = UNKNOWN_MAX_AGE_S,
         attempt_history: int = DEFAULT_ATTEMPT_HISTORY,
+        max_jobs: int | None = None,
+        max_memory: int | str | None = None,
+        history_retention_s: float = OUTCOMES_KEPT_S,
     ) -> None:
         self.app = app
         self.schedule = schedule
@@ -153,6 +162,7 @@ class Worker:
         self.queue_opts = QueueOpts(dead_letter_retention_s=dead_letter_retention_s)
         self.handle_signals = handle_signals
         self.presence_interval_s = check_positive("presence_interval_s", presence_interval_s)
+        self.history_retention_s = check_positive("history_retention_s", history_retention_s)
         if unknown_task_max_age_s is not None:
             check_non_negative("unknown_task_max_age_s", unknown_task_max_age_s)
         self._db = DbWaits(self.worker_id)
@@ -170,6 +180,7 @@ class Worker:
         self.metrics_server: Any = None  # the /metrics HTTP server while running
         self.counts: Counter[str] = Counter()
         self._stop_flag = StopFlag()
+        self._signalled = False  # a SIGTERM/SIGINT came: the next one forces the stop
         unknown = UnknownTasks(self.worker_id, unknown_task_max_age_s)
         self._executor = Executor(app, concurrency, self._stop_flag, unknown)
         self._producer = Producer(
@@ -182,6 +193,10 @@ class Worker:
             self._executor,
             metrics,
         )
+        # --max-jobs / --max-memory: a graceful stop, then run() returns RECYCLE_EXIT
+        self.recycler = Recycler(max_jobs, max_memory, functools.partial(self._stop, False))
+        if self.recycler.max_jobs is not None:
+            self._producer.after_start = self.recycler.started
         self._completer: Completer | None = None  # built once the store is open
         self._stop_event: asyncio.Event | None = None
         self._sub: Subscription | None = None
@@ -219,7 +234,9 @@ class Worker:
     def _on_signal(self, signum: int) -> None:
         name = signal.Signals(signum).name
         running, ahead, writing = self._producer.held_counts()
-        if self._stop_flag.requested:
+        # a second *signal* forces; a stop of the worker's own (recycling) does not count
+        again, self._signalled = self._signalled, True
+        if again:
             log.warning(
                 "%s again: stopping now (%d running handler(s) cancelled, their jobs given "
                 "back; %d outcome(s) not yet written are left to their claims' lapse)",
@@ -253,7 +270,8 @@ class Worker:
 
     # -- the run ------------------------------------------------------------------
     async def run(self) -> int:
-        """Work until stopped; 0 after a graceful stop, 1 after a forced one."""
+        """Work until stopped; 0 after a graceful stop, 1 after a forced one, 75 after
+        a graceful stop to be recycled (``max_jobs``, ``max_memory``)."""
         loop = asyncio.get_running_loop()
         self._loop = loop
         self._stop_event = asyncio.Event()
@@ -297,6 +315,7 @@ class Worker:
             running=lambda: producer.active,
             interval_s=self.presence_interval_s,
             metrics=self.metrics,
+            history_retention_s=self.history_retention_s,
         )
         self._build(store, presence)
         if self.metrics is not None and self.metrics_port is not None:
@@ -330,6 +349,7 @@ class Worker:
                 loop.create_task(sweep_loop(queues, self._db, self.sweep_interval_s)),
                 loop.create_task(presence.run()),
                 loop.create_task(watch_cancels(store, self.queues, producer.held, revoke)),
+                loop.create_task(self.recycler.watch_memory(stop, self._pause)),
             ]
             if self.schedule and self.app.schedules:
                 services.append(
@@ -365,7 +385,10 @@ class Worker:
         finally:
             await self._quietly(sub.aclose(), "unlisten", judge=False)
         log.info("worker %s stopped: %s", self.worker_id, dict(self.counts) or "no jobs")
-        return 1 if stop.forced else 0
+        if stop.forced:
+            return 1
+        recycled = self.recycler.reason is not None and not self._signalled  # else: asked to stop
+        return RECYCLE_EXIT if recycled else 0
 
     def _build(self, store: Store, presence: Presence) -> None:
         """The parts that need the open store: the completer and the heartbeats."""

@@ -31,6 +31,36 @@ async def test_list_jobs_is_in_id_order_with_a_limit_and_a_state(
             await admin.list_jobs(qname, **bad)  # type: ignore[arg-type]
 
 
+async def test_list_jobs_pages_live_and_dead_jobs_by_id_both_ways(
+    store: alkstore.Store, qname: str
+) -> None:
+    q = store.queue(qname)
+    ids = await q.enqueue_many([f"j{i}".encode() for i in range(7)])
+    await store.queue(qname + "-other").enqueue(b"not this queue")
+    for _ in range(2):  # the first two die: pages merge live and dead rows by id
+        handle = await q.claim_one("w")
+        assert handle is not None and await handle.fail("x")
+    admin = store.admin()
+    first = await admin.list_jobs(qname, limit=3)
+    second = await admin.list_jobs(qname, limit=3, after=first[-1].id)
+    third = await admin.list_jobs(qname, limit=3, after=second[-1].id)
+    assert [[j.id for j in page] for page in (first, second, third)] == [
+        ids[:3],
+        ids[3:6],
+        ids[6:],
+    ]
+    assert [j.state for j in first] == ["dead", "dead", "pending"]
+    back = await admin.list_jobs(qname, limit=3, before=third[0].id)  # the page before, in order
+    assert [j.id for j in back] == ids[3:6]
+    assert [j.id for j in await admin.list_jobs(qname, limit=3, before=ids[2])] == ids[:2]
+    assert [j.id for j in await admin.list_jobs(qname, "dead", after=ids[0])] == [ids[1]]
+    assert await admin.list_jobs(qname, after=ids[-1]) == []
+    with pytest.raises(InvalidArgumentError, match="after or before"):
+        await admin.list_jobs(qname, after=1, before=5)
+    with pytest.raises(InvalidArgumentError):
+        await admin.list_jobs(qname, after=0)
+
+
 async def test_requeue_gives_a_fresh_budget_and_clears_a_past_expiry(
     store: alkstore.Store, target, qname: str
 ) -> None:  # type: ignore[no-untyped-def]

@@ -111,3 +111,18 @@ def test_a_job_naming_a_missing_or_broken_task_module_is_given_back_and_the_work
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=60) == 0
     assert "this module is broken" in shop.worker_log()
+
+
+def test_the_worker_command_recycles_with_max_jobs_under_its_supervisor(shop: Shop) -> None:
+    tasks = shop.tasks
+    first = tasks.which_attempt.enqueue(label="one")
+    second = tasks.which_attempt.enqueue(label="two")
+    worker = shop.worker("--max-jobs", "1")
+    for result in (first, second):
+        _wait(shop, result)
+    assert tasks.which_attempt.get_result(second.id).status == TaskResultStatus.SUCCESSFUL
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=60) == 0
+    log = shop.worker_log()
+    assert "recycling: 1 job(s) started (--max-jobs 1)" in log
+    assert log.count("worker process") >= 3  # started, recycled, started again

@@ -312,9 +312,12 @@ class PostgresEngine(
             await self._listener.unlisten(channels)
 
     # -- admin (alkstore/admin.py) -----------------------------------------------------
-    async def list_jobs(self, queue: str, state: str | None, limit: int) -> list[Row]:
-        params = {"queue": queue, "state": state, "limit": limit}
-        return await self._fetchall("admin_list_jobs", params)
+    async def list_jobs(
+        self, queue: str, state: str | None, limit: int, after: int = 0, before: int | None = None
+    ) -> list[Row]:
+        name = "admin_list_jobs" if before is None else "admin_list_jobs_before"
+        params = {"queue": queue, "state": state, "limit": limit, "after": after, "before": before}
+        return await self._fetchall(name, params)
 
     async def list_dead(self, after: int | None, before: int | None, limit: int) -> list[Row]:
         name = "admin_dead_after" if before is None else "admin_dead_before"
@@ -377,6 +380,13 @@ class PostgresEngine(
 
     async def outcome_history(self, seconds: float) -> list[tuple[str, float, str, int]]:
         rows = await self._fetchall("outcome_history", {"seconds": seconds})
+        return [(q, float(m), o, int(n)) for q, m, o, n in rows]
+
+    async def outcome_series(
+        self, seconds: float, bucket_s: int, queue: str | None
+    ) -> list[tuple[str, float, str, int]]:
+        params = {"seconds": seconds, "bucket": bucket_s, "queue": queue}
+        rows = await self._fetchall("outcome_series", params)
         return [(q, float(m), o, int(n)) for q, m, o, n in rows]
 
     # -- store copy (alkstore/copy.py) --------------------------------------------------

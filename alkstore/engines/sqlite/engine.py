@@ -357,9 +357,12 @@ class SqliteEngine(
             listener.remove_channels(channels)
 
     # -- admin (alkstore/admin.py) --------------------------------------------------
-    async def list_jobs(self, queue: str, state: str | None, limit: int) -> list[Row]:
-        params = {"queue": queue, "state": state, "limit": limit}
-        return await self._fetchall("admin_list_jobs", params)
+    async def list_jobs(
+        self, queue: str, state: str | None, limit: int, after: int = 0, before: int | None = None
+    ) -> list[Row]:
+        name = "admin_list_jobs" if before is None else "admin_list_jobs_before"
+        params = {"queue": queue, "state": state, "limit": limit, "after": after, "before": before}
+        return await self._fetchall(name, params)
 
     async def list_dead(self, after: int | None, before: int | None, limit: int) -> list[Row]:
         name = "admin_dead_after" if before is None else "admin_dead_before"
@@ -463,6 +466,14 @@ class SqliteEngine(
     async def outcome_history(self, seconds: float) -> list[tuple[str, float, str, int]]:
         since = int((self._clock() - seconds) // 60 * 60)
         rows = await self._fetchall("outcome_history", {"since": since})
+        return [(q, float(m), o, int(n)) for q, m, o, n in rows]
+
+    async def outcome_series(
+        self, seconds: float, bucket_s: int, queue: str | None
+    ) -> list[tuple[str, float, str, int]]:
+        since = int((self._clock() - seconds) // 60 * 60)
+        params = {"since": since, "bucket": bucket_s, "queue": queue}
+        rows = await self._fetchall("outcome_series", params)
         return [(q, float(m), o, int(n)) for q, m, o, n in rows]
 
     # -- transactions -------------------------------------------------------------

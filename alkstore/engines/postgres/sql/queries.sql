@@ -1052,13 +1052,15 @@ SELECT pg_notify(c, '') FROM unnest(%(channels)s::text[]) AS c;
 -- Admin (alkstore/admin.py): reads and repairs beyond the queue contract.
 
 -- name: admin_list_jobs
--- Live and dead rows of one queue (or one state) in id order, at most :limit.
+-- Live and dead rows of one queue (or one state) in id order after %(after)s, at most
+-- %(limit)s: a keyset page (never an OFFSET).
 SELECT * FROM (
     (SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
             visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
             last_error, NULL::timestamptz AS died_at, dedupe_key
      FROM {schema}.alk_jobs
      WHERE queue = %(queue)s AND (%(state)s::text IS NULL OR state = %(state)s::text)
+       AND id > %(after)s
      ORDER BY id LIMIT %(limit)s)
     UNION ALL
     (SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
@@ -1066,9 +1068,31 @@ SELECT * FROM (
             last_error, died_at, dedupe_key
      FROM {schema}.alk_dead
      WHERE queue = %(queue)s AND (%(state)s::text IS NULL OR %(state)s::text = 'dead')
+       AND id > %(after)s
      ORDER BY id LIMIT %(limit)s)
 ) AS rows
 ORDER BY id LIMIT %(limit)s;
+
+-- name: admin_list_jobs_before
+-- The page before %(before)s: rows of one queue (or one state), nearest first.
+SELECT * FROM (
+    (SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
+            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+            last_error, NULL::timestamptz AS died_at, dedupe_key
+     FROM {schema}.alk_jobs
+     WHERE queue = %(queue)s AND (%(state)s::text IS NULL OR state = %(state)s::text)
+       AND id < %(before)s
+     ORDER BY id DESC LIMIT %(limit)s)
+    UNION ALL
+    (SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
+            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+            last_error, died_at, dedupe_key
+     FROM {schema}.alk_dead
+     WHERE queue = %(queue)s AND (%(state)s::text IS NULL OR %(state)s::text = 'dead')
+       AND id < %(before)s
+     ORDER BY id DESC LIMIT %(limit)s)
+) AS rows
+ORDER BY id DESC LIMIT %(limit)s;
 
 -- name: admin_dead_after
 -- Dead rows of every queue with id > %(after)s, in id order: a keyset page on the
@@ -1214,6 +1238,20 @@ SELECT queue, EXTRACT(EPOCH FROM minute)::float8, outcome, count
 FROM {schema}.alk_outcomes
 WHERE minute >= date_trunc('minute', {now} - make_interval(secs => %(seconds)s))
 ORDER BY minute, queue, outcome;
+
+-- name: outcome_series
+-- Counts per queue, bucket of %(bucket)s seconds (its start, POSIX seconds) and outcome
+-- of the last %(seconds)s, of one %(queue)s or all (NULL): the dashboard's charts of a
+-- day or a week, summed here so a week of minutes is not sent to be added up in Python.
+SELECT queue, b, outcome, sum(count)::bigint
+FROM (
+    SELECT queue, outcome, count,
+           floor(EXTRACT(EPOCH FROM minute) / %(bucket)s)::float8 * %(bucket)s AS b
+    FROM {schema}.alk_outcomes
+    WHERE minute >= date_trunc('minute', {now} - make_interval(secs => %(seconds)s))
+      AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+) AS m
+GROUP BY queue, b, outcome ORDER BY b, queue, outcome;
 
 -- Store copy (alkstore/copy.py): the tables of core/tables.py in its column order.
 -- Keys are compared as row values, text COLLATE "C": code point order, as on SQLite.

@@ -452,20 +452,37 @@ SELECT id, channel, payload FROM alk_notes WHERE id > :cursor ORDER BY id LIMIT 
 -- Admin (alkstore/admin.py): reads and repairs beyond the queue contract.
 
 -- name: admin_list_jobs
--- Live and dead rows of one queue (or one state) in id order; both arms are
--- id-ordered, so the compound ORDER BY merges them and LIMIT stops early.
+-- Live and dead rows of one queue (or one state) in id order after :after (a keyset
+-- page, never an OFFSET); both arms are id-ordered, so the compound ORDER BY merges
+-- them and LIMIT stops early.
 SELECT * FROM (
     SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
            last_error, NULL AS died_at, dedupe_key
-    FROM alk_jobs WHERE queue = :queue AND (:state IS NULL OR state = :state)
+    FROM alk_jobs WHERE queue = :queue AND (:state IS NULL OR state = :state) AND id > :after
     UNION ALL
     SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
            last_error, died_at, dedupe_key
-    FROM alk_dead WHERE queue = :queue AND (:state IS NULL OR :state = 'dead')
+    FROM alk_dead WHERE queue = :queue AND (:state IS NULL OR :state = 'dead') AND id > :after
 )
 ORDER BY id LIMIT :limit;
+
+-- name: admin_list_jobs_before
+-- The page before :before: rows of one queue (or one state) with id < :before,
+-- nearest first.
+SELECT * FROM (
+    SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
+           visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+           last_error, NULL AS died_at, dedupe_key
+    FROM alk_jobs WHERE queue = :queue AND (:state IS NULL OR state = :state) AND id < :before
+    UNION ALL
+    SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
+           visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+           last_error, died_at, dedupe_key
+    FROM alk_dead WHERE queue = :queue AND (:state IS NULL OR :state = 'dead') AND id < :before
+)
+ORDER BY id DESC LIMIT :limit;
 
 -- name: admin_dead_after
 -- Dead rows of every queue with id > :after, in id order: a keyset page on the
@@ -586,6 +603,14 @@ DELETE FROM alk_outcomes WHERE minute < :cutoff;
 -- Counts per queue, minute and outcome since :since (POSIX seconds), by minute.
 SELECT queue, minute, outcome, count FROM alk_outcomes
 WHERE minute >= :since ORDER BY minute, queue, outcome;
+
+-- name: outcome_series
+-- Counts per queue, bucket of :bucket seconds (its start, POSIX seconds) and outcome
+-- since :since, of one :queue or all (NULL): the dashboard's charts of a day or a
+-- week, summed here so a week of minutes is not sent to be added up in Python.
+SELECT queue, minute - (minute % :bucket), outcome, sum(count) FROM alk_outcomes
+WHERE minute >= :since AND (:queue IS NULL OR queue = :queue)
+GROUP BY 1, 2, 3 ORDER BY 2, 1, 3;
 
 -- Store copy (alkstore/copy.py): the tables of core/tables.py in its column order.
 -- Keys are compared as row values; text in BINARY order, which is code point order.

@@ -3,14 +3,16 @@ Django tasks of one alkstore backend until SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from alkstore.cli import worker_options
+from alkstore.cli import supervisor, worker_options
 from alkstore.cli.logs import setup_logging
 from alkstore.core.urls import redact_url
 from alkstore.errors import AlkstoreError
+from alkstore.worker.recycle import RECYCLE_EXIT, parse_size
 
 from ...backend import AlkstoreBackend
 from ...compat import task_backends
@@ -44,6 +46,14 @@ class Command(BaseCommand):
         if not queues:
             raise CommandError(f"TASKS[{alias!r}] has no QUEUES: pass --queue NAME")
         setup_logging(options["log_level"], options["log_format"])
+        if supervisor.wanted(options):  # --max-jobs/--max-memory/--reload: fresh children
+            try:
+                if options["max_memory"] is not None:
+                    parse_size(options["max_memory"])
+            except AlkstoreError as e:
+                raise CommandError(str(e)) from None
+            sys.exit(supervisor.supervise(reload=options["reload"]))
+        supervisor.follow_supervisor()
         self.stdout.write(
             f"alkstore worker on {redact_url(backend.url)}, queues {', '.join(queues)}"
         )
@@ -51,5 +61,7 @@ class Command(BaseCommand):
             code = backend.app.run_worker(queues, **worker_options.worker_kwargs(options))
         except AlkstoreError as e:
             raise CommandError(str(e)) from None
+        if code == RECYCLE_EXIT:
+            sys.exit(code)  # recycled: the supervisor starts a fresh process
         if code:
             raise CommandError("the worker was stopped before its tasks finished")
