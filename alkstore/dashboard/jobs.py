@@ -162,9 +162,10 @@ class JobPages(PageBase):
         )
         shown = preview(payload, len(job.payload), raw + "payload", "payload", "payload", "payload")
         if not attempts:
+            kept = "the last error only (below)" if job.last_error else "no error"
             attempts = (
-                f'<p class="muted">{job.attempts} attempt(s) of {job.max_attempts} so far; the '
-                "store keeps the last error only (below).</p>"
+                f'<p class="muted">{job.attempts} attempt(s) of {job.max_attempts} so far; '
+                f"the store keeps {kept}, not each attempt.</p>"
             )
         return (
             f'<p class="actions">{"".join(actions)}</p>'
