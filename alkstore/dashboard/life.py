@@ -10,6 +10,8 @@ from alkstore.dashboard.html import PageBase, esc, when
 
 __all__ = ["life_sections"]
 
+ERROR_SHOWN = 2000  # characters of an attempt's error on the page
+
 
 def _progress(progress: Progress | None, now: datetime) -> str:
     if progress is None:
@@ -40,12 +42,13 @@ def _attempts(attempts: list[Attempt], now: datetime) -> str:
             if a.claimed_at is not None and a.finished_at is not None
             else "-"
         )
-        error = (
-            f"<details><summary>{esc(a.error.splitlines()[0][:120])}</summary>"
-            f"<pre>{esc(a.error)}</pre></details>"
-            if a.error
-            else ""
-        )
+        error = ""
+        if a.error:  # never all of a huge one (the last is whole at /api/jobs/ID/error)
+            shown = a.error if len(a.error) <= ERROR_SHOWN else a.error[:ERROR_SHOWN] + "…"
+            error = (
+                f"<details><summary>{esc(a.error.splitlines()[0][:120])}</summary>"
+                f"<pre>{esc(shown)}</pre></details>"
+            )
         rows.append(
             f'<tr data-attempt="{a.number}"><td class="num">{a.number}</td>'
             f'<td><span class="state {esc(a.outcome)}">{esc(a.outcome)}</span></td>'

@@ -23,6 +23,7 @@ from alkstore.group_ack import Batcher
 
 if TYPE_CHECKING:
     from alkstore.store import Store
+    from alkstore.worker.netwait import DbWaits
     from alkstore.worker.runs import Run
 
 __all__ = ["AttemptLog"]
@@ -33,8 +34,9 @@ log = logging.getLogger("alkstore.worker")
 class AttemptLog:
     """Batched writes of one worker's finished attempts."""
 
-    def __init__(self, store: Store, worker_id: str, keep: int) -> None:
+    def __init__(self, store: Store, worker_id: str, keep: int, db: DbWaits) -> None:
         self.store = store
+        self.db = db  # every write bounded like the worker's other calls (a cut network)
         self.worker_id = worker_id
         self.keep = keep
         self.host = socket.gethostname()
@@ -62,12 +64,14 @@ class AttemptLog:
 
     async def _send(self, rows: list[Row]) -> None:
         try:
-            await engine_of(self.store).add_attempts(rows, self.keep)
+            op = engine_of(self.store).add_attempts(rows, self.keep)
+            await self.db.call(op, "attempt history")
         except AlkstoreError as e:  # history is best-effort: the outcomes are written
             log.warning("attempt history of %d job(s) not written: %s", len(rows), e)
 
     async def drain(self) -> None:
-        """Wait for the records added so far to be written (the worker's stop)."""
+        """Wait for the records added so far to be written (the worker's stop; each
+        write is bounded by the worker's database waits)."""
         flushing = self._batch.flushing
         if flushing is not None:
             await flushing

@@ -413,7 +413,9 @@ class Worker:
             metrics=self.metrics,
         )
         if self.attempt_history:
-            self._completer.history = AttemptLog(store, self.worker_id, self.attempt_history)
+            self._completer.history = AttemptLog(
+                store, self.worker_id, self.attempt_history, self._db
+            )
 
     async def _quietly(self, op: Awaitable[Any], what: str, *, judge: bool = True) -> None:
         """A bounded best-effort database call: a failure is logged, not raised."""
