@@ -209,3 +209,24 @@ async def test_a_bulk_retry_of_dead_jobs_sharing_a_dedupe_key_keeps_one_key_hold
     assert keys.count("same") == 1
     again = await q.enqueue_unique(b"k", EnqueueOpts(dedupe_key="same"))
     assert again.duplicate  # one live job holds the key again
+
+
+async def test_two_runners_of_a_priority_change_count_each_job_once(
+    store: alkstore.Store,
+    open_store,
+    qname: str,  # type: ignore[no-untyped-def]
+) -> None:
+    q = store.queue(qname)
+    await q.enqueue_many([b"x"] * 300)
+    ops = store.admin().bulk()
+    action = await ops.start("priority", f"queue:{qname}", actor="t", priority=3)
+    others = [(await open_store()).admin().bulk() for _ in range(3)]
+    runs = await asyncio.gather(
+        ops.run(action.id, batch=7), *(o.run(action.id, batch=5) for o in others)
+    )
+    assert all(r.finished for r in runs)
+    final = await ops.get(action.id)
+    assert final is not None and final.done == 300  # a batch is never applied twice
+    assert {j.priority for j in (await store.admin().find(f"queue:{qname}", limit=1000)).jobs} == {
+        3
+    }

@@ -52,7 +52,8 @@ _ACTIONS: dict[tuple[str, str], str] = {
                    CASE WHEN expires_at > {now} + make_interval(secs => %(cutoff)s::float8)
                         THEN expires_at END,
                    NULL, NULL, last_error,
-                   CASE WHEN rn = 1 AND NOT EXISTS (
+                   CASE WHEN dedupe_key IS NULL THEN NULL
+                        WHEN rn = 1 AND NOT EXISTS (
                             SELECT 1 FROM {schema}.alk_jobs AS l
                             WHERE l.queue = ranked.queue AND l.dedupe_key = ranked.dedupe_key)
                         THEN dedupe_key END,

@@ -44,7 +44,8 @@ _ACTIONS: dict[tuple[str, str], tuple[str, ...]] = {
                max_attempts, visibility_timeout_s, retry_base_s,
                CASE WHEN expires_at > :now + :cutoff THEN expires_at END,
                NULL, NULL, last_error,
-               CASE WHEN NOT EXISTS (SELECT 1 FROM alk_jobs AS l
+               CASE WHEN d.dedupe_key IS NULL THEN NULL
+                    WHEN NOT EXISTS (SELECT 1 FROM alk_jobs AS l
                                      WHERE l.queue = d.queue AND l.dedupe_key = d.dedupe_key)
                      AND NOT EXISTS (SELECT 1 FROM alk_dead AS e
                                      WHERE e.{_IDS} AND e.id < d.id AND e.queue = d.queue
