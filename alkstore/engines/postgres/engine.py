@@ -64,6 +64,8 @@ class PostgresEngine(PostgresFlowControl, PostgresHealth):
         self._limited: set[str] = set()
         # queues last seen fair without limits: their claims go straight to fair_claim
         self._fair: set[str] = set()
+        # whether the planner has statistics for fair_claim's tables, and when asked
+        self._fair_stats: tuple[bool, float] | None = None
 
     # -- enqueue ------------------------------------------------------------------------
     async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
