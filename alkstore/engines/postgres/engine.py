@@ -69,6 +69,8 @@ class PostgresEngine(
         self._limited: set[str] = set()
         # queues last seen fair without limits: their claims go straight to fair_claim
         self._fair: set[str] = set()
+        # whether the planner has statistics for fair_claim's tables, and when asked
+        self._fair_stats: tuple[bool, float] | None = None
 
     # -- enqueue ------------------------------------------------------------------------
     async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:

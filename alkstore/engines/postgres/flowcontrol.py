@@ -11,6 +11,7 @@ fairness, weights, aging) are rows of ``alk_queues`` and ``alk_fair_weights``.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import psycopg
@@ -24,9 +25,13 @@ from alkstore.engines.postgres.outbox import PostgresOutbox
 
 __all__ = ["PostgresFlowControl"]
 
+FAIR_STATS_RECHECK_S = 60.0  # how often to ask again whether fair_claim's tables have statistics
+
 
 class PostgresFlowControl(PostgresOutbox):
     """Queue settings and the flow-controlled claim of ``PostgresEngine``."""
+
+    _fair_stats: tuple[bool, float] | None  # (analyzed, when asked), see _fair_planned
 
     async def _claim_locked(
         self, queue: str, worker_id: str, n: int, exhausted_error: str
@@ -99,7 +104,11 @@ class PostgresFlowControl(PostgresOutbox):
         per connection, not at every call (left to itself the server keeps making
         custom plans for it, ~2 ms each: docs/benchmarks.md). ``SET LOCAL`` in the
         statement's own transaction, so nothing else on the connection changes; one
-        pipeline, so the transaction costs no extra round trips."""
+        pipeline, so the transaction costs no extra round trips. Only once the
+        planner has statistics for its tables: a generic plan made without them
+        reads every key cursor per claim (custom plans fare better then)."""
+        if not await self._fair_planned():
+            return await self._fetchall("fair_claim", params)
         pool = self.check_open()
         try:
             async with pool.connection() as conn:
@@ -109,6 +118,18 @@ class PostgresFlowControl(PostgresOutbox):
                 return await cur.fetchall()
         except psycopg.Error as e:
             raise await self.failure(e, "claim") from e
+
+    async def _fair_planned(self) -> bool:
+        """Whether ``alk_jobs`` and ``alk_fair`` have been analyzed (asked at most once
+        a minute; once they have, they stay so)."""
+        known = self._fair_stats
+        now = time.monotonic()
+        if known is not None and (known[0] or now - known[1] < FAIR_STATS_RECHECK_S):
+            return known[0]
+        row = await self._fetchone("fair_statistics", {"schema": self.schema})
+        analyzed = bool(row is not None and row[0])
+        self._fair_stats = (analyzed, now)
+        return analyzed
 
     async def _fair_prune(self, queue: str, keys: list[str]) -> None:
         """Drop the cursors of ``keys`` that have no live job, under their locks."""

@@ -632,6 +632,13 @@ FROM (SELECT 'busy' AS marker, NULL::text AS key FROM busy WHERE b
 -- pick rows within them, not between them). LOCAL: the transaction's own setting.
 SET LOCAL plan_cache_mode = force_generic_plan;
 
+-- name: fair_statistics
+-- Whether the planner has statistics for fair_claim's main tables (reltuples is
+-- -1 until the first ANALYZE or VACUUM): only then is its generic plan used.
+SELECT bool_and(c.reltuples >= 0)
+FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+WHERE n.nspname = %(schema)s AND c.relname IN ('alk_jobs', 'alk_fair');
+
 -- name: fair_lock
 -- fair_prune, step 1 (one transaction with step 2): the cursors of keys a fair
 -- claim found without live jobs, locked SKIP LOCKED (a claim serving a key

@@ -1,0 +1,74 @@
+"""PostgreSQL only: the fair claim's plan. Once the planner has statistics for its
+tables, ``fair_claim`` runs on its generic plan (planned once per connection, not
+at every claim); before that, on the server's own choice."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+import alkstore
+from alkstore import EnqueueOpts
+from alkstore.engines.postgres import PostgresEngine
+
+
+@pytest.fixture
+async def fair_store(pg_url: str) -> AsyncIterator[alkstore.Store]:
+    """A store on a schema of its own with one pool connection (dropped at teardown)."""
+    schema = f"alk_{uuid.uuid4().hex[:12]}"
+    store = await alkstore.connect(f"{pg_url}?pool_max=1", schema=schema)
+    try:
+        yield store
+    finally:
+        await store.close()
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
+            )
+
+
+async def _plans(engine: PostgresEngine) -> tuple[int, int]:
+    """(generic, custom) plans of fair_claim's prepared statement on the pool's connection."""
+    pool = engine.check_open()
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE statement LIKE %s",
+            ["%cur AS MATERIALIZED%"],
+        )
+        rows: list[Any] = await cur.fetchall()
+    assert len(rows) == 1, rows
+    return int(rows[0][0]), int(rows[0][1])
+
+
+async def _claims(q: alkstore.Queue, times: int) -> None:
+    for _ in range(times):
+        handles = await q.claim_batch("w", 5)
+        assert handles
+        await q.ack_batch([h.job.id for h in handles])
+
+
+async def test_the_fair_claim_runs_on_its_generic_plan_once_its_tables_are_analyzed(
+    fair_store: alkstore.Store, pg_url: str
+) -> None:
+    q = fair_store.queue("tenants")
+    for k in range(200):
+        await q.enqueue_many([b"x"] * 20, EnqueueOpts(partition_key=f"t{k:03}"))
+    await q.set_fair()
+    engine = fair_store._engine
+    assert isinstance(engine, PostgresEngine)
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        for table in ("alk_jobs", "alk_fair"):
+            admin.execute(
+                sql.SQL("ANALYZE {}.{}").format(
+                    sql.Identifier(engine.schema), sql.Identifier(table)
+                )
+            )
+    await _claims(q, 12)
+    # left to itself the server makes a custom plan at every claim for this statement
+    assert await _plans(engine) == (12, 0)
