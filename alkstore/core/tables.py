@@ -8,7 +8,7 @@ engines comparable (times to whole microseconds, PostgreSQL's resolution), and
 
 Not copied: ``alk_workers`` (the source's live workers, refused by the copy),
 ``alk_ack_receipts`` (proofs of the live workers' ack batches) and SQLite's
-``alk_notes`` (wake-ups, meaningless once delivered).
+``alk_notes`` and ``alk_deps_woken`` (wake-ups, meaningless once delivered).
 """
 
 from __future__ import annotations
