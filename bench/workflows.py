@@ -1,7 +1,7 @@
 """Workflows: what dependencies cost, and that the plain path pays nothing for them.
 
     .venv/bin/python bench/workflows.py [--pg URL] [--runs 5] [--part plain|chain|fanin|all]
-    PYTHONPATH=/work/main .venv/bin/python bench/workflows.py --part plain   # the "before"
+    .venv/bin/python bench/old_code.py /work/main bench/workflows.py --part plain   # "before"
 
 - plain: the no-dependency path, claim_batch(50) + store.ack_many, and claim_one +
   handle.ack, per job (the part that must not get slower; it uses only the API

@@ -8,8 +8,8 @@ engines comparable (times to whole microseconds, PostgreSQL's resolution), and
 
 Not copied: ``alk_workers`` (the source's live workers, refused by the copy),
 ``alk_ack_receipts`` (proofs of the live workers' ack batches), ``alk_bulk_actions``
-(the source's bulk-action audit and cursors) and SQLite's
-``alk_notes`` (wake-ups, meaningless once delivered).
+(the source's bulk-action audit and cursors) and SQLite's ``alk_notes`` and
+``alk_deps_woken`` (wake-ups, meaningless once delivered).
 """
 
 from __future__ import annotations

@@ -400,6 +400,7 @@ NOT_COPIED = {
     "alk_migrations",
     "alk_ack_receipts",  # + live acks
     "alk_bulk_actions",  # the source's bulk-action audit and cursors
+    "alk_deps_woken",  # SQLite's wake-ups of released children
 }
 
 

@@ -8,6 +8,8 @@ import alkstore
 from alkstore import EnqueueOpts, QueueOpts
 from alkstore.errors import DependencyError, InvalidArgumentError
 
+from .test_wake import until_idle
+
 
 async def _run(q: alkstore.Queue) -> list[int]:
     """Claim and ack everything claimable now; the ids, in claim order."""
@@ -219,3 +221,29 @@ async def test_a_parent_acked_without_a_value_reads_as_succeeded_with_none(
     assert handle is not None and await handle.ack()
     got = (await q.parent_outcomes(child2))[parent2]
     assert got is not None and got.outcome == "success" and got.value is None
+
+
+async def test_the_last_parents_ack_wakes_the_childs_consumers(
+    store: alkstore.Store, qname: str
+) -> None:
+    import asyncio
+
+    parents, children = store.queue(qname), store.queue(qname + "c")
+    parent = await parents.enqueue("p")
+    child = await children.enqueue("c", EnqueueOpts(after=(parent,)))
+    got: asyncio.Queue[int] = asyncio.Queue()
+
+    async def consume() -> None:  # re-polls only every hour: only a wake brings the child
+        async for handle in children.jobs("w", poll_interval_s=3600):
+            await got.put(handle.job.id)
+            await handle.ack()
+
+    task = asyncio.create_task(consume())
+    try:
+        await until_idle(store)  # the consumer found nothing and waits on its channel
+        handle = await parents.claim_one("w")
+        assert handle is not None and await handle.ack()
+        assert await asyncio.wait_for(got.get(), 60) == child
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

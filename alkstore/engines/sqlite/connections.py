@@ -299,6 +299,7 @@ class SqliteConnections:
                     continue
                 conn.execute("RELEASE alkstore_unit")
                 done.append(unit)
+            self._before_commit(conn)
             conn.execute("COMMIT")
         except BaseException as e:
             # the COMMIT (or a savepoint statement) failed: nothing of the group is kept
@@ -315,6 +316,9 @@ class SqliteConnections:
             for unit in done:
                 unit.future.set_result(unit.result)
         return []
+
+    def _before_commit(self, conn: sqlite3.Connection) -> None:
+        """Inside a write group, just before its COMMIT (a subclass's wake notes)."""
 
     def _fail(self, units: list[_Unit], error: BaseException) -> None:
         if isinstance(error, sqlite3.Error):

@@ -9,6 +9,7 @@ the cancel's mark that tells a cancel from an ack.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -22,6 +23,8 @@ from alkstore.engines.sqlite.inserts import insert_jobs
 from alkstore.engines.sqlite.migrator import QUERIES as Q
 
 __all__ = ["SqliteDependencies", "revive_children", "run_graph"]
+
+log = logging.getLogger("alkstore.sqlite")
 
 
 def run_graph(
@@ -99,6 +102,19 @@ def revive_children(conn: sqlite3.Connection, root: int) -> list[str]:
 
 class SqliteDependencies(SqliteConnections):
     """The engine's dependency operations (``alkstore.engine.Engine``)."""
+
+    def _before_commit(self, conn: sqlite3.Connection) -> None:
+        """Wake the queues where a parent's end made a child pending (the trigger
+        lists them); best effort, like every wake."""
+        try:
+            queues = {row[0] for row in conn.execute(Q["deps_woken"])}
+        except sqlite3.Error as e:
+            if not conn.in_transaction:
+                raise
+            log.warning("alkstore: dependents' wake not read: %s", e)
+            return
+        for queue in sorted(queues):
+            self.write_note(conn, queue, "")
 
     def _graph_unit(self, conn: sqlite3.Connection, nodes: Sequence[GraphNode]) -> list[int]:
         return run_graph(conn, nodes, self._clock(), self.write_note)

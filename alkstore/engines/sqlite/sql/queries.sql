@@ -892,3 +892,8 @@ LIMIT ?;
 -- One copied row of alk_deps, as the source had it.
 INSERT INTO alk_deps (parent, child, policy, killed)
 VALUES (?, ?, ?, ?);
+
+-- name: deps_woken
+-- Before a write's COMMIT: the queues where the dependencies trigger made a
+-- child pending (usually none), emptied.
+DELETE FROM alk_deps_woken RETURNING queue;

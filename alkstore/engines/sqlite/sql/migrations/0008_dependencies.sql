@@ -68,6 +68,11 @@ CREATE TABLE alk_deps (
 ) WITHOUT ROWID;
 CREATE INDEX alk_deps_child ON alk_deps (child);
 
+-- The queues where the trigger below made a child pending: the write drains
+-- it before its COMMIT into wake notes (best effort: a failed wake never fails
+-- the ack, which a note written by the trigger itself would).
+CREATE TABLE alk_deps_woken (queue TEXT NOT NULL);
+
 -- What a parent's end does to its children, in the write that ended it
 -- (whichever statement deleted the row). Died: a dead row of its id exists
 -- (every dead-letter move copies before it deletes). Cancelled: deps bit 4
@@ -75,6 +80,8 @@ CREATE INDEX alk_deps_child ON alk_deps (child);
 -- row is ever acked). Otherwise it succeeded. The single writer makes the
 -- decrement race-free; the connections run with recursive_triggers on, so
 -- the deletes of dead-lettered children fire this trigger again (the cascade).
+-- (Every table a trigger names must exist when any delete of alk_jobs is
+-- prepared, so it names only its own tables.)
 CREATE TRIGGER alk_jobs_gone AFTER DELETE ON alk_jobs WHEN OLD.deps <> 0
 BEGIN
     INSERT INTO alk_results (id, queue, outcome, value, attempts, finished_at, expires_at)
@@ -90,8 +97,8 @@ BEGIN
           AND (policy = 'complete'
                OR (OLD.state = 'processing' AND NOT OLD.deps & 4
                    AND NOT EXISTS (SELECT 1 FROM alk_dead WHERE id = OLD.id))));
-    INSERT INTO alk_notes (channel, payload)
-    SELECT DISTINCT queue, '' FROM alk_jobs
+    INSERT INTO alk_deps_woken (queue)
+    SELECT DISTINCT queue FROM alk_jobs
     WHERE OLD.deps & 1 AND state = 'pending'
       AND id IN (SELECT child FROM alk_deps WHERE parent = OLD.id);
     UPDATE alk_deps SET killed = 1
