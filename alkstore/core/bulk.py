@@ -29,11 +29,12 @@ __all__ = [
 
 # retry: a dead job back to pending now with a fresh attempt budget (as
 #   Admin.requeue), a delayed job due now; cancel: delete live jobs (a running one
-#   is told to stop, as Queue.cancel); delete: delete dead jobs; priority: set the
+#   is told to stop, as Queue.cancel; a blocked one takes its dependents down with it,
+#   as a cancelled parent does); delete: delete dead jobs; priority: set the
 #   priority of waiting and dead jobs; move: put waiting and dead jobs in another queue.
 ACTION_STATES: dict[str, tuple[str, ...]] = {
     "retry": ("delayed", "dead"),
-    "cancel": ("pending", "delayed", "processing"),
+    "cancel": ("pending", "delayed", "processing", "blocked"),
     "delete": ("dead",),
     "priority": ("pending", "delayed", "dead"),
     "move": ("pending", "delayed", "dead"),

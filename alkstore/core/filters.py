@@ -49,8 +49,9 @@ __all__ = [
 # The states a search can ask for, the one list (a new state is added here and
 # given a condition in each engine's compiler; tests/unit/test_filters.py checks
 # that every engine maps every live state). "pending" is due now, "delayed" waits
-# for its run_at; both are the live row state 'pending'.
-LIVE_STATES: tuple[str, ...] = ("pending", "delayed", "processing")
+# for its run_at; both are the live row state 'pending'. "blocked" waits for its
+# parents (docs/workflows.md).
+LIVE_STATES: tuple[str, ...] = ("pending", "delayed", "processing", "blocked")
 DEAD_STATES: tuple[str, ...] = ("dead",)
 SEARCH_STATES: tuple[str, ...] = LIVE_STATES + DEAD_STATES
 

@@ -230,3 +230,31 @@ async def test_two_runners_of_a_priority_change_count_each_job_once(
     assert {j.priority for j in (await store.admin().find(f"queue:{qname}", limit=1000)).jobs} == {
         3
     }
+
+
+async def test_a_bulk_cancel_of_a_running_parent_takes_its_dependents_down(
+    store: alkstore.Store, qname: str
+) -> None:
+    """A cancel is not an ack: the dependents of a cancelled running parent are
+    dead-lettered, never released (the dependencies trigger reads the delete as a
+    cancel); a blocked job cancelled in bulk takes its own dependents down too."""
+    q, other = store.queue(qname), store.queue(qname + "-children")
+    parent = await q.enqueue(b"p")
+    child = await other.enqueue(b"c", EnqueueOpts(after=(parent,)))
+    handle = await q.claim_one("w")
+    assert handle is not None and handle.job.id == parent
+    blocked_parent = await q.enqueue(b"bp", EnqueueOpts(after=(await q.enqueue(b"root"),)))
+    grandchild = await other.enqueue(b"g", EnqueueOpts(after=(blocked_parent,)))
+    page = await store.admin().find(f"queue:{qname} state:blocked")
+    assert [j.id for j in page.jobs] == [blocked_parent]
+    done = (
+        await store.admin()
+        .bulk()
+        .apply("cancel", f"queue:{qname} state:processing,blocked", actor="t")
+    )
+    assert done.done == 2
+    for job_id, parent_id in ((child, parent), (grandchild, blocked_parent)):
+        job = await other.get_job(job_id)
+        assert job is not None and job.state == "dead", job_id
+        assert job.last_error == f"dependency {parent_id} was cancelled"
+    assert await other.claim_one("w") is None

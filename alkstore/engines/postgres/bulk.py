@@ -73,6 +73,7 @@ _ACTIONS: dict[tuple[str, str], str] = {
         SELECT queue, NULL::text FROM back""",
     ("cancel", "live"): """
         DELETE FROM {schema}.alk_jobs WHERE id = ANY(%(ids)s::bigint[]) AND {where}
+          AND set_config('alkstore.cancelling', 'on', true) = 'on'
         RETURNING queue, CASE WHEN state = 'processing' THEN %(cancel_note)s || id END""",
     ("delete", "dead"): """
         DELETE FROM {schema}.alk_dead WHERE id = ANY(%(ids)s::bigint[]) AND {where}

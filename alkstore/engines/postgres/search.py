@@ -28,6 +28,7 @@ LIVE_STATE_SQL: dict[str, str] = {
     "pending": "(state = 'pending' AND run_at <= {now})",
     "delayed": "(state = 'pending' AND run_at > {now})",
     "processing": "state = 'processing'",
+    "blocked": "state = 'blocked'",
 }
 
 LIVE_COLUMNS = (

@@ -29,6 +29,12 @@ _IDS = "id IN (SELECT value FROM json_each(:ids))"
 
 # Each action on each table: statements over :ids whose rows also match {where};
 # the first returns one row per job changed, (queue, partition key, note).
+# Run before an action's statements: a cancel marks the rows (deps bit 4) so that the
+# dependencies trigger reads their delete as a cancel, not an ack (migration 0008).
+_BEFORE: dict[tuple[str, str], str] = {
+    ("cancel", "live"): f"UPDATE alk_jobs SET deps = deps | 4 WHERE {_IDS} AND deps <> 0",
+}
+
 _ACTIONS: dict[tuple[str, str], tuple[str, ...]] = {
     ("retry", "live"): (
         f"UPDATE alk_jobs SET run_at = :now WHERE {_IDS} AND state = 'pending' AND {{where}}"
@@ -183,6 +189,9 @@ class SqliteBulk(SqliteSearch):
                 "priority": step.priority,
                 "to_queue": step.to_queue,
             }
+            before = _BEFORE.get((step.action, phase))
+            if before is not None:
+                conn.execute(before, values)
             first, *rest = _ACTIONS[(step.action, phase)]
             rows = conn.execute(first.replace("{where}", where), values).fetchall()
             for statement in rest:
