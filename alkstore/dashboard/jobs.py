@@ -126,6 +126,7 @@ class JobPages(PageBase):
             ("visibility timeout", f"{job.visibility_timeout_s:g}s"),
             ("retry base", f"{job.retry_base_s:g}s"),
             ("worker" if job.state == "processing" else "last worker", esc(job.worker_id or "-")),
+            ("workflow", f'<a href="{esc(self.url(f"/flows/{job.id}"))}">its graph</a>'),
         ]
         if job.state == "processing":
             fields.append(("claim expires", when(job.claim_expires_at, now)))

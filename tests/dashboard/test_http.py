@@ -161,6 +161,19 @@ async def test_a_job_page_shows_its_dedupe_key_and_once_finished_its_kept_result
     assert "&lt;b&gt;7&lt;/b&gt;" in body and "<b>7</b>" not in body
 
 
+async def test_a_blocked_jobs_page_links_to_its_workflow_graph(
+    store: alkstore.Store, serve: Serve
+) -> None:
+    q = store.queue("r")
+    parent = await q.enqueue(b"p")
+    child = await q.enqueue(b"c", alkstore.EnqueueOpts(after=(parent,)))
+    served = serve()
+    status, body, _ = _get(served.url + f"/jobs/{child}")
+    assert status == 200 and "blocked" in body and f'href="/flows/{child}"' in body
+    status, body, _ = _get(served.url + f"/flows/{child}")
+    assert status == 200 and f"/jobs/{parent}" in body
+
+
 async def test_bad_lookups_get_clear_pages(store: alkstore.Store, serve: Serve) -> None:
     served = serve()
     assert _get(served.url + "/jobs?id=abc")[0] == 400
