@@ -38,31 +38,38 @@ def store_args(target: Target) -> list[str]:
 
 
 class Workers:
-    """Starts ``alkstore worker tests.acceptance.apps:app`` processes; kills leftovers."""
+    """Starts ``alkstore worker SPEC`` processes (the test app by default), each with
+    its log; kills leftovers. ``options`` come before each start's own arguments."""
 
-    def __init__(self, target: Target, tmp_path: Path) -> None:
+    def __init__(
+        self,
+        target: Target,
+        tmp_path: Path,
+        spec: str = "tests.acceptance.apps:app",
+        options: tuple[str, ...] = ("--poll-interval", "0.2"),
+    ) -> None:
         self.target = target
         self.tmp_path = tmp_path
+        self.spec = spec
+        self.options = options
         self.procs: list[subprocess.Popen[bytes]] = []
 
-    def start(self, *args: str, grace: float = 10.0) -> subprocess.Popen[bytes]:
+    def start(
+        self, *args: str, grace: float | None = 10.0, spec: str | None = None, **env: str
+    ) -> subprocess.Popen[bytes]:
+        """A worker process; ``env`` adds environment variables (``cwd`` sets its folder)."""
         log = open(self.tmp_path / f"worker-{len(self.procs)}.log", "wb")  # noqa: SIM115
+        grace_args = () if grace is None else ("--grace", str(grace))
         proc = subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "alkstore",
-                "worker",
-                "tests.acceptance.apps:app",
+                *(sys.executable, "-m", "alkstore", "worker", spec or self.spec),
                 *store_args(self.target),
-                "--poll-interval",
-                "0.2",
-                "--grace",
-                str(grace),
+                *self.options,
+                *grace_args,
                 *args,
             ],
-            cwd=ROOT,
-            env=_env(),
+            cwd=env.pop("cwd", str(ROOT)),
+            env={**_env(), **env},
             stdout=log,
             stderr=subprocess.STDOUT,
         )

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,48 +12,12 @@ import pytest
 
 import alkstore
 from tests.acceptance import life_app
-from tests.acceptance.conftest import ROOT, Target, _env, store_args, wait_until
-
-
-class LifeWorkers:
-    """``alkstore worker tests.acceptance.life_app:app`` processes; kills leftovers."""
-
-    def __init__(self, target: Target, tmp_path: Path) -> None:
-        self.target = target
-        self.tmp_path = tmp_path
-        self.procs: list[subprocess.Popen[bytes]] = []
-
-    def start(self, *args: str) -> subprocess.Popen[bytes]:
-        log = open(self.tmp_path / f"worker-{len(self.procs)}.log", "wb")  # noqa: SIM115
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "alkstore",
-                "worker",
-                "tests.acceptance.life_app:app",
-                *store_args(self.target),
-                *args,
-            ],
-            cwd=ROOT,
-            env=_env(),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
-        self.procs.append(proc)
-        return proc
-
-    def close(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+from tests.acceptance.conftest import Target, Workers, wait_until
 
 
 @pytest.fixture
-def life_workers(target: Target, tmp_path: Path) -> Iterator[LifeWorkers]:
-    w = LifeWorkers(target, tmp_path)
+def life_workers(target: Target, tmp_path: Path) -> Iterator[Workers]:
+    w = Workers(target, tmp_path, "tests.acceptance.life_app:app", options=())
     yield w
     w.close()
 
@@ -76,11 +38,11 @@ def lines(path: Path) -> list[str]:
 
 
 async def test_a_killed_job_resumes_at_its_next_step_on_another_worker(
-    life_store: alkstore.Store, life_workers: LifeWorkers, tmp_path: Path
+    life_store: alkstore.Store, life_workers: Workers, tmp_path: Path
 ) -> None:
     log = tmp_path / "effects.log"
     job_id = await life_app.five_steps.defer(log_path=str(log), stop_after=3)
-    first = life_workers.start("--poll-interval", "0.2")
+    first = life_workers.start("--poll-interval", "0.2", grace=None)
 
     async def hanging() -> bool:
         return any(line.endswith(" hanging") for line in lines(log))
@@ -88,7 +50,7 @@ async def test_a_killed_job_resumes_at_its_next_step_on_another_worker(
     await wait_until(hanging, timeout=60, what="the first worker past step 3")
     os.kill(first.pid, signal.SIGKILL)  # no outcome, no give-back: the claim just lapses
     first.wait()
-    second = life_workers.start("--poll-interval", "0.2")
+    second = life_workers.start("--poll-interval", "0.2", grace=None)
     queue = life_store.queue("life")
     result = await queue.result(job_id, timeout_s=60)
     assert result == ["step1", "step2", "step3", "step4", "step5"]
@@ -119,12 +81,12 @@ async def test_a_killed_job_resumes_at_its_next_step_on_another_worker(
 
 
 async def test_a_job_parked_on_a_signal_holds_no_slot_and_wakes_on_it(
-    life_store: alkstore.Store, life_workers: LifeWorkers, tmp_path: Path
+    life_store: alkstore.Store, life_workers: Workers, tmp_path: Path
 ) -> None:
     log = tmp_path / "effects.log"
     job_id = await life_app.approval.defer(log_path=str(log))
     # concurrency 1, and a re-poll too slow to matter: only the wake brings it back soon
-    life_workers.start("--concurrency", "1", "--poll-interval", "30")
+    life_workers.start("--concurrency", "1", "--poll-interval", "30", grace=None)
     queue = life_store.queue("life")
 
     async def parked() -> bool:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -17,50 +16,14 @@ import pytest
 
 import alkstore
 from tests.acceptance import hygiene_app
-from tests.acceptance.conftest import ROOT, Target, _env, store_args, wait_until
+from tests.acceptance.conftest import Target, Workers, wait_until
 
 hooks_app = hygiene_app.app
 
 
-class Procs:
-    """``alkstore worker`` processes of the hygiene app, their logs; kills leftovers."""
-
-    def __init__(self, target: Target, tmp_path: Path) -> None:
-        self.target = target
-        self.tmp_path = tmp_path
-        self.procs: list[subprocess.Popen[bytes]] = []
-
-    def start(
-        self, *args: str, spec: str = "tests.acceptance.hygiene_app:app", **env: str
-    ) -> subprocess.Popen[bytes]:
-        log = open(self.tmp_path / f"proc-{len(self.procs)}.log", "wb")  # noqa: SIM115
-        proc = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "alkstore", "worker", spec, *store_args(self.target)),
-                *("--poll-interval", "0.2", "--grace", "10", *args),
-            ],
-            cwd=env.pop("cwd", str(ROOT)),
-            env={**_env(), **env},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
-        self.procs.append(proc)
-        return proc
-
-    def log(self, proc: subprocess.Popen[bytes]) -> str:
-        return (self.tmp_path / f"proc-{self.procs.index(proc)}.log").read_text()
-
-    def close(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-
-
 @pytest.fixture
-def procs(target: Target, tmp_path: Path) -> Iterator[Procs]:
-    p = Procs(target, tmp_path)
+def procs(target: Target, tmp_path: Path) -> Iterator[Workers]:
+    p = Workers(target, tmp_path, "tests.acceptance.hygiene_app:app")
     yield p
     p.close()
 
@@ -108,7 +71,7 @@ def gone(pid: int) -> bool:
 
 
 async def test_max_jobs_recycles_into_fresh_processes_each_running_exactly_n(
-    store: alkstore.Store, procs: Procs, tmp_path: Path
+    store: alkstore.Store, procs: Workers, tmp_path: Path
 ) -> None:
     path = tmp_path / "runs.log"
     for _ in range(7):
@@ -130,7 +93,7 @@ async def test_max_jobs_recycles_into_fresh_processes_each_running_exactly_n(
 
 
 async def test_max_memory_recycles_a_worker_that_grew(
-    store: alkstore.Store, procs: Procs, tmp_path: Path
+    store: alkstore.Store, procs: Workers, tmp_path: Path
 ) -> None:
     path = tmp_path / "runs.log"
     proc = procs.start("--max-memory", "400MB")
@@ -149,7 +112,7 @@ async def test_max_memory_recycles_a_worker_that_grew(
 
 
 async def test_a_sigterm_while_recycling_is_a_graceful_stop_not_a_second_signal(
-    store: alkstore.Store, procs: Procs, tmp_path: Path
+    store: alkstore.Store, procs: Workers, tmp_path: Path
 ) -> None:
     path = tmp_path / "runs.log"
     await hygiene_app.nap.defer(str(path), 3.0)
@@ -162,7 +125,7 @@ async def test_a_sigterm_while_recycling_is_a_graceful_stop_not_a_second_signal(
 
 
 async def test_a_worker_does_not_outlive_its_killed_supervisor(
-    store: alkstore.Store, procs: Procs, tmp_path: Path
+    store: alkstore.Store, procs: Workers, tmp_path: Path
 ) -> None:
     path = tmp_path / "runs.log"
     await hygiene_app.nap.defer(str(path), 1.0)
@@ -179,7 +142,7 @@ async def _async(value: bool) -> bool:
     return value
 
 
-def test_bad_max_memory_is_one_line_not_a_restart_loop(target: Target, procs: Procs) -> None:
+def test_bad_max_memory_is_one_line_not_a_restart_loop(target: Target, procs: Workers) -> None:
     proc = procs.start("--max-memory", "lots")
     assert proc.wait(timeout=60) != 0
     log = procs.log(proc)
@@ -188,7 +151,7 @@ def test_bad_max_memory_is_one_line_not_a_restart_loop(target: Target, procs: Pr
 
 
 async def test_external_supervisor_gets_exit_75_when_recycled(
-    store: alkstore.Store, procs: Procs, tmp_path: Path
+    store: alkstore.Store, procs: Workers, tmp_path: Path
 ) -> None:
     path = tmp_path / "runs.log"
     for _ in range(2):
@@ -213,7 +176,7 @@ async def version(path: str) -> None:
 
 
 async def test_reload_restarts_the_worker_when_a_source_file_changes(
-    target: Target, procs: Procs, tmp_path: Path
+    target: Target, procs: Workers, tmp_path: Path
 ) -> None:
     src = tmp_path / "project"
     src.mkdir()
@@ -244,7 +207,7 @@ AROUND = ["before_async", "before_sync", "run", "after_async", "after_sync"]
 
 
 async def test_job_hooks_run_around_each_job_in_order_where_the_handler_runs(
-    store: alkstore.Store, procs: Procs, tmp_path: Path
+    store: alkstore.Store, procs: Workers, tmp_path: Path
 ) -> None:
     ok, ok_sync, bad = (tmp_path / f"{n}.log" for n in ("ok", "ok_sync", "bad"))
     await hygiene_app.note.defer(str(ok))
@@ -282,7 +245,7 @@ async def test_job_hooks_run_around_each_job_in_order_where_the_handler_runs(
 
 
 async def test_a_raising_before_hook_fails_the_attempt_and_names_itself(
-    store: alkstore.Store, procs: Procs, tmp_path: Path
+    store: alkstore.Store, procs: Workers, tmp_path: Path
 ) -> None:
     refused = tmp_path / "refuse.log"
     job_id = await hygiene_app.note.defer(str(refused))
@@ -298,7 +261,7 @@ async def test_a_raising_before_hook_fails_the_attempt_and_names_itself(
 
 
 async def test_a_raising_after_hook_is_logged_and_the_job_still_succeeds(
-    store: alkstore.Store, procs: Procs, tmp_path: Path
+    store: alkstore.Store, procs: Workers, tmp_path: Path
 ) -> None:
     path = tmp_path / "after-raises.log"
     job_id = await hygiene_app.note.defer(str(path))
