@@ -201,12 +201,12 @@ def test_the_sync_admin_lists_counts_and_requeues(sstore: sync.Store, qname: str
     assert found is not None and found.state == "dead"
     stats = {s.queue: s for s in admin.stats()}
     assert stats[qname].dead == 1 and stats[qname].pending == 0
+    assert [i.queue for i in admin.queues_page(limit=1)] == [qname]
+    assert admin.queues_page(after=qname) == [] and admin.workers_page(limit=1) == []
     assert admin.requeue(job_id) is True
     assert admin.requeue(job_id) is False
     again = q.claim_one("w")
     assert again is not None and again.job.id == job_id and again.ack()
-    assert [i.queue for i in admin.queues_page(limit=1)] == [qname]
-    assert admin.queues_page(after=qname) == [] and admin.workers_page(limit=1) == []
 
 
 def test_a_sync_subscription_reports_closed(sstore: sync.Store) -> None:
