@@ -12,7 +12,7 @@ marks) is internal bookkeeping, in ``alkstore.bookkeeping``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -22,7 +22,7 @@ from alkstore.core.bulk import REQUEUE_ATTEMPTS, REQUEUE_EXPIRY_CUTOFF_S
 from alkstore.core.filters import JobFilter
 from alkstore.core.flow import QueueSettings, Rate
 from alkstore.core.job import Job, _utc
-from alkstore.core.names import check_name
+from alkstore.core.names import check_name, check_worker_id
 from alkstore.core.options import check_positive, describe
 from alkstore.core.results import JobOutcome
 from alkstore.engine_door import StoreDoor, engine_of
@@ -127,6 +127,31 @@ async def _weights(engine: Engine, settings: QueueSettings) -> int:
 
 def _unset(queue: str) -> QueueSettings:
     return QueueSettings(queue, False, None, None, None, None, None, None)
+
+
+def _worker(row: Any, gone: float) -> WorkerInfo:
+    wid, host, pid, queues, conc, running, started, seen, ago = row
+    started_at, last_seen = _utc(started), _utc(seen)
+    assert started_at is not None and last_seen is not None
+    return WorkerInfo(
+        wid, host, pid, tuple(queues), conc, running, started_at, last_seen, ago, ago < gone
+    )
+
+
+def _check_cursor(
+    after: str | None, before: str | None, check: Callable[[object], str]
+) -> tuple[str | None, str | None]:
+    """A keyset page's cursor: ``after`` or ``before`` (not both), each checked."""
+    if after is not None and before is not None:
+        raise InvalidArgumentError("give after or before, not both")
+    return (None if after is None else check(after), None if before is None else check(before))
+
+
+def _check_limit(limit: object) -> None:
+    if type(limit) is not int or not 1 <= limit <= LIST_LIMIT_MAX:
+        raise InvalidArgumentError(
+            f"limit must be an int in [1, {LIST_LIMIT_MAX}], got {describe(limit)}"
+        )
 
 
 def _check_id(job_id: object) -> int:
@@ -294,35 +319,26 @@ class Admin:
         """Registered workers by start time; ``alive`` unless unseen for ``gone_after_s``."""
         engine = engine_of(self._store)
         gone = check_positive("gone_after_s", gone_after_s)
-        found = []
-        for (
-            wid,
-            host,
-            pid,
-            queues,
-            conc,
-            running,
-            started,
-            seen,
-            ago,
-        ) in await engine.list_workers():
-            started_at, last_seen = _utc(started), _utc(seen)
-            assert started_at is not None and last_seen is not None
-            found.append(
-                WorkerInfo(
-                    wid,
-                    host,
-                    pid,
-                    tuple(queues),
-                    conc,
-                    running,
-                    started_at,
-                    last_seen,
-                    ago,
-                    ago < gone,
-                )
-            )
-        return found
+        return [_worker(row, gone) for row in await engine.list_workers()]
+
+    async def workers_page(
+        self,
+        *,
+        after: str | None = None,
+        before: str | None = None,
+        limit: int = 100,
+        gone_after_s: float = GONE_AFTER_S,
+    ) -> list[WorkerInfo]:
+        """Registered workers by id, a keyset page of at most ``limit``: the first, those
+        after id ``after`` (next page) or before id ``before`` (previous page), returned
+        in id order. Each page is one range scan of the workers' primary key."""
+        engine = engine_of(self._store)
+        after, before = _check_cursor(after, before, check_worker_id)
+        _check_limit(limit)
+        gone = check_positive("gone_after_s", gone_after_s)
+        rows = await engine.list_workers_page(after, before, limit)
+        found = [_worker(row, gone) for row in rows]
+        return found if before is None else found[::-1]
 
     async def outcome_history(
         self, minutes: int = 60, *, queue: str | None = None, bucket_minutes: int = 1
@@ -369,6 +385,18 @@ class Admin:
             queue = settings.get(n) or _unset(n)
             found.append(_info(queue, stats.get(n), await _weights(engine, queue)))
         return found
+
+    async def queues_page(
+        self, *, after: str | None = None, before: str | None = None, limit: int = 100
+    ) -> list[QueueInfo]:
+        """The queues of :meth:`queues` by name, a keyset page of at most ``limit``: the
+        first, those after name ``after`` or before name ``before`` (in name order)."""
+        after, before = _check_cursor(after, before, check_name)
+        _check_limit(limit)
+        found = await self.queues()
+        if before is not None:
+            return [i for i in found if i.queue < before][-limit:]
+        return [i for i in found if after is None or i.queue > after][:limit]
 
     async def queue_info(self, queue: str) -> QueueInfo:
         """Paused, limits, fairness, aging and counts of one queue."""

@@ -339,6 +339,12 @@ class Engine(Protocol):
         """``(id, host, pid, queues, concurrency, running, started_at, last_seen,
         seconds since last_seen)`` per worker, by start time."""
 
+    async def list_workers_page(
+        self, after: str | None, before: str | None, limit: int
+    ) -> list[Row]:
+        """``list_workers`` rows by id, a keyset page: ``limit`` with id > ``after`` in id
+        order, or (``before`` given) ``limit`` with id < ``before``, nearest first."""
+
     async def add_outcomes(self, counts: Sequence[tuple[str, str, int]], keep_s: float) -> None:
         """Add each ``(queue, outcome, n)`` to the current minute (one transaction);
         drop minutes older than ``keep_s``."""

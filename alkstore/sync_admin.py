@@ -81,6 +81,21 @@ class Admin:
         """Registered workers by start time; ``alive`` unless unseen for ``gone_after_s``."""
         return self._runner.run(self._async.workers(gone_after_s))
 
+    def workers_page(
+        self,
+        *,
+        after: str | None = None,
+        before: str | None = None,
+        limit: int = 100,
+        gone_after_s: float = _admin.GONE_AFTER_S,
+    ) -> list[_admin.WorkerInfo]:
+        """Registered workers by id, a keyset page (``after`` / ``before`` a worker id)."""
+        return self._runner.run(
+            self._async.workers_page(
+                after=after, before=before, limit=limit, gone_after_s=gone_after_s
+            )
+        )
+
     def outcome_history(
         self, minutes: int = 60, *, queue: str | None = None, bucket_minutes: int = 1
     ) -> list[_admin.OutcomeCount]:
@@ -93,6 +108,12 @@ class Admin:
     def queues(self) -> list[QueueInfo]:
         """Every queue with jobs or stored settings: paused, limits, counts."""
         return self._runner.run(self._async.queues())
+
+    def queues_page(
+        self, *, after: str | None = None, before: str | None = None, limit: int = 100
+    ) -> list[QueueInfo]:
+        """The queues by name, a keyset page (``after`` / ``before`` a queue name)."""
+        return self._runner.run(self._async.queues_page(after=after, before=before, limit=limit))
 
     def queue_info(self, queue: str) -> QueueInfo:
         """Paused, limits and counts of one queue."""

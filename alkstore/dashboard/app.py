@@ -39,13 +39,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from alkstore.admin import GONE_AFTER_S, Admin, flow_json
+from alkstore.admin import GONE_AFTER_S, Admin, QueueStats, WorkerInfo, flow_json
 from alkstore.dashboard.assets import ICON, LIVE_JS, STYLE
 from alkstore.dashboard.charts import pick_range
 from alkstore.dashboard.flows import flow_body
 from alkstore.dashboard.health import health_page
 from alkstore.dashboard.life import life_sections
 from alkstore.dashboard.pages import Page, now_utc
+from alkstore.dashboard.paging import fetch_page, key_pager, read_cursor
 from alkstore.dashboard.queue_control import held_jobs, queue_control_routes, queue_view
 from alkstore.dashboard.search import search_routes
 from alkstore.dashboard.site import (
@@ -106,13 +107,23 @@ def create_app(
     )
 
     async def overview(request: Request) -> Response:
+        """Queues by name, a keyset page (``?after=`` / ``?before=`` a name), and the chart."""
+        page = await dash.page(request, request.query_params.get("msg"))
+        cursor = read_cursor(request.query_params, LIST_LIMIT)
+        if isinstance(cursor, str):
+            return dash.html(page, "Queues", page.refused(cursor), "overview", status=400)
         admin = (await dash.store()).admin()
-        stats = await admin.stats()
-        flows = {i.queue: i for i in await admin.queues()}
+        infos, more = await fetch_page(admin.queues_page, lambda i: i.queue, cursor)
+        flows = {i.queue: i for i in infos}
+        counted = {s.queue: s for s in await admin.stats()}
+        stats = [  # a queue with stored settings only shows its zeros
+            counted.get(i.queue) or QueueStats(i.queue, 0, 0, 0, 0, None) for i in infos
+        ]
         span = pick_range(request.query_params.get("range"))
         history = await admin.outcome_history(span.minutes, bucket_minutes=span.bucket_minutes)
-        page = await dash.page(request, request.query_params.get("msg"))
-        body = page.overview(stats, history, now_utc(), flows, span)
+        query = {"range": span.key if span.key != "1h" else None, **cursor.sized}
+        nav = key_pager(page, "/", [i.queue for i in infos], more, **query)
+        body = page.overview(stats, history, now_utc(), flows, span, nav=nav)
         return dash.html(page, "Queues", body, "overview")
 
     async def overview_json(request: Request) -> Response:
@@ -225,11 +236,20 @@ def create_app(
         return dash.html(page, f"Workflow of job {graph.root}", body, "")
 
     async def workers_page(request: Request) -> Response:
-        admin = (await dash.store()).admin()
-        workers = await admin.workers(dash.gone_after_s)
-        holding = await held_jobs(admin, workers)
+        """Workers by id, a keyset page (``?after=`` / ``?before=`` a worker id)."""
         page = await dash.page(request, request.query_params.get("msg"))
-        body = page.workers_page(workers, now_utc(), holding)
+        cursor = read_cursor(request.query_params, LIST_LIMIT)
+        if isinstance(cursor, str):
+            return dash.html(page, "Workers", page.refused(cursor), "workers", status=400)
+        admin = (await dash.store()).admin()
+
+        async def fetch(**where: Any) -> list[WorkerInfo]:
+            return await admin.workers_page(gone_after_s=dash.gone_after_s, **where)
+
+        workers, more = await fetch_page(fetch, lambda w: w.id, cursor)
+        holding = await held_jobs(admin, workers)
+        nav = key_pager(page, "/workers", [w.id for w in workers], more, **cursor.sized)
+        body = page.workers_page(workers, now_utc(), holding, nav=nav)
         return dash.html(page, "Workers", body, "workers")
 
     async def health(request: Request) -> Response:

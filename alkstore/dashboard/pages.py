@@ -49,7 +49,10 @@ class Page(JobPages):
         now: datetime,
         flows: Mapping[str, QueueInfo] | None = None,
         span: ChartRange = RANGES["1h"],
+        *,
+        nav: str = "",
     ) -> str:
+        """The queues (``nav``: the links to the pages of queues before and after)."""
         flows = flows or {}
         rows = "".join(
             "<tr>"
@@ -71,7 +74,7 @@ class Page(JobPages):
             f"<tbody>{rows}</tbody></table>"
             if stats
             else '<p class="muted">No jobs in the store yet.</p>'
-        )
+        ) + nav
         chart = self.chart(history, now, "all queues", span, "/")
         title = span.label[0].upper() + span.label[1:]
         return f'<section id="overview" data-live>{table}<h2>{title}</h2>{chart}</section>'
@@ -154,8 +157,11 @@ class Page(JobPages):
         workers: Sequence[WorkerInfo],
         now: datetime,
         holding: Mapping[str, Sequence[Job]] | None = None,
+        *,
+        nav: str = "",
     ) -> str:
-        """The registered workers; ``holding``: the processing jobs claimed by each."""
+        """The registered workers; ``holding``: the processing jobs claimed by each;
+        ``nav``: the links to the pages of workers before and after."""
         holding = holding or {}
         rows = "".join(
             f'<tr class="{"alive" if w.alive else "gone"}"><td><code>{esc(w.id)}</code></td>'
@@ -176,7 +182,7 @@ class Page(JobPages):
             f"<tbody>{rows}</tbody></table>"
             if workers
             else '<p class="muted">No workers registered.</p>'
-        )
+        ) + nav
         return f'<section id="workers-live" data-live>{table}</section>'
 
     def _holds(self, jobs: Sequence[Job], shown: int = 20) -> str:

@@ -20,6 +20,7 @@ from alkstore.core.flow import QueueSettings, parse_rate
 from alkstore.core.job import Job
 from alkstore.dashboard.charts import pick_range
 from alkstore.dashboard.html import PageBase, esc, now_utc
+from alkstore.dashboard.paging import key_pager
 from alkstore.dashboard.site import LIST_LIMIT, Dashboard, Refused, parse_id, redirect
 from alkstore.errors import InvalidArgumentError, InvalidNameError
 from alkstore.queue import Queue
@@ -103,19 +104,7 @@ def pager(
     page: PageBase, path: str, jobs: list[Job], more: tuple[bool, bool], **query: object
 ) -> str:
     """Links to the pages before and after ``jobs`` (``more``: whether each exists)."""
-    earlier, later = more
-    links = []
-    if earlier and jobs:
-        links.append(
-            f'<a href="{esc(page.url(path, before=jobs[0].id, **query))}" rel="prev">← Earlier</a>'
-        )
-    if later and jobs:
-        links.append(
-            f'<a href="{esc(page.url(path, after=jobs[-1].id, **query))}" rel="next">Later →</a>'
-        )
-    if not jobs and (earlier or later):
-        links.append(f'<a href="{esc(page.url(path, **query))}" rel="first">First page</a>')
-    return f'<nav class="pages">{" · ".join(links)}</nav>' if links else ""
+    return key_pager(page, path, [j.id for j in jobs], more, **query)
 
 
 async def queue_view(dash: Dashboard, request: Request) -> Response:

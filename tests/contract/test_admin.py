@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 import alkstore
-from alkstore import EnqueueOpts, InvalidArgumentError, QueueOpts
+from alkstore import EnqueueOpts, InvalidArgumentError, InvalidNameError, QueueOpts
+from alkstore.bookkeeping import Bookkeeping
 from alkstore.engine_door import engine_of
 
 from .conftest import Clock
@@ -208,3 +209,56 @@ async def test_list_dead_refuses_bad_arguments(
 ) -> None:
     with pytest.raises(alkstore.InvalidArgumentError):
         await store.admin().list_dead(**kwargs)  # type: ignore[arg-type]
+
+
+async def test_workers_page_by_id_both_ways(store: alkstore.Store) -> None:
+    books = Bookkeeping(store)
+    ids = [f"w{i:02d}" for i in range(7)]
+    for wid in reversed(ids):  # started in reverse: pages go by id, not start time
+        await books.report_worker(wid, "h", 1, ["q"], 1, 0)
+    admin = store.admin()
+    first = await admin.workers_page(limit=3)
+    second = await admin.workers_page(limit=3, after=first[-1].id)
+    third = await admin.workers_page(limit=3, after=second[-1].id)
+    assert [[w.id for w in p] for p in (first, second, third)] == [ids[:3], ids[3:6], ids[6:]]
+    assert all(w.alive and w.queues == ("q",) for w in first)
+    back = await admin.workers_page(limit=3, before=third[0].id)  # in id order too
+    assert [w.id for w in back] == ids[3:6]
+    assert [w.id for w in await admin.workers_page(limit=3, before=ids[2])] == ids[:2]
+    assert await admin.workers_page(after=ids[-1]) == []
+    assert [w.id for w in await admin.workers_page()] == ids
+    assert [w.id for w in await admin.workers()] == ids[::-1]  # unpaged: by start time
+    with pytest.raises(InvalidArgumentError, match="after or before"):
+        await admin.workers_page(after="w00", before="w05")
+    for bad in ({"limit": 0}, {"limit": 10_001}, {"after": ""}, {"before": 5}):
+        with pytest.raises(InvalidArgumentError):
+            await admin.workers_page(**bad)  # type: ignore[arg-type]
+
+
+async def test_queues_page_by_name_both_ways(store: alkstore.Store, qname: str) -> None:
+    names = [f"{qname}-{i}" for i in range(5)]
+    for name in names[:4]:
+        await store.queue(name).enqueue(b"x")
+    await store.queue(names[4]).pause()  # stored settings only: listed too
+    admin = store.admin()
+    first = await admin.queues_page(limit=2)
+    second = await admin.queues_page(limit=2, after=first[-1].queue)
+    third = await admin.queues_page(limit=2, after=second[-1].queue)
+    assert [[i.queue for i in p] for p in (first, second, third)] == [
+        names[:2],
+        names[2:4],
+        names[4:],
+    ]
+    assert first[0].pending == 1 and third[0].paused
+    back = await admin.queues_page(limit=2, before=third[0].queue)
+    assert [i.queue for i in back] == names[2:4]
+    assert [i.queue for i in await admin.queues_page(before=names[1])] == names[:1]
+    assert await admin.queues_page(after=names[-1]) == []
+    assert await admin.queues_page() == await admin.queues()
+    with pytest.raises(InvalidArgumentError, match="after or before"):
+        await admin.queues_page(after=names[0], before=names[3])
+    for bad in ({"limit": 0}, {"limit": 1.5}):
+        with pytest.raises(InvalidArgumentError):
+            await admin.queues_page(**bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidNameError):
+        await admin.queues_page(after="_bad")

@@ -201,6 +201,8 @@ def test_the_sync_admin_lists_counts_and_requeues(sstore: sync.Store, qname: str
     assert found is not None and found.state == "dead"
     stats = {s.queue: s for s in admin.stats()}
     assert stats[qname].dead == 1 and stats[qname].pending == 0
+    assert [i.queue for i in admin.queues_page(limit=1)] == [qname]
+    assert admin.queues_page(after=qname) == [] and admin.workers_page(limit=1) == []
     assert admin.requeue(job_id) is True
     assert admin.requeue(job_id) is False
     again = q.claim_one("w")

@@ -366,6 +366,14 @@ class PostgresEngine(
         rows = await self._fetchall("worker_list", {})
         return [(*row[:8], max(float(row[8]), 0.0)) for row in rows]
 
+    async def list_workers_page(
+        self, after: str | None, before: str | None, limit: int
+    ) -> list[Row]:
+        name = "worker_page_after" if before is None else "worker_page_before"
+        params = {"after": after or "", "before": before, "limit": limit}
+        rows = await self._fetchall(name, params)
+        return [(*row[:8], max(float(row[8]), 0.0)) for row in rows]
+
     async def add_outcomes(self, counts: Sequence[tuple[str, str, int]], keep_s: float) -> None:
         pool = self.check_open()
         params = {

@@ -449,6 +449,14 @@ class SqliteEngine(
         rows = await self._fetchall("worker_list", {"now": self._clock()})
         return [(*row[:3], json.loads(row[3]), *row[4:8], max(row[8], 0.0)) for row in rows]
 
+    async def list_workers_page(
+        self, after: str | None, before: str | None, limit: int
+    ) -> list[Row]:
+        name = "worker_page_after" if before is None else "worker_page_before"
+        params = {"after": after or "", "before": before, "limit": limit, "now": self._clock()}
+        rows = await self._fetchall(name, params)
+        return [(*row[:3], json.loads(row[3]), *row[4:8], max(row[8], 0.0)) for row in rows]
+
     def _outcomes_unit(
         self, conn: sqlite3.Connection, counts: Sequence[tuple[str, str, int]], keep_s: float
     ) -> None:

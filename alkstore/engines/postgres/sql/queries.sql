@@ -1227,6 +1227,19 @@ SELECT id, host, pid, queues, concurrency, running, started_at, last_seen,
        EXTRACT(EPOCH FROM ({now} - last_seen))::float8
 FROM {schema}.alk_workers ORDER BY started_at, id;
 
+-- name: worker_page_after
+-- A keyset page of workers by id: those with id > %(after)s, in id order (the
+-- primary key's range scan).
+SELECT id, host, pid, queues, concurrency, running, started_at, last_seen,
+       EXTRACT(EPOCH FROM ({now} - last_seen))::float8
+FROM {schema}.alk_workers WHERE id > %(after)s ORDER BY id LIMIT %(limit)s;
+
+-- name: worker_page_before
+-- The page before %(before)s: workers with id < %(before)s, nearest first.
+SELECT id, host, pid, queues, concurrency, running, started_at, last_seen,
+       EXTRACT(EPOCH FROM ({now} - last_seen))::float8
+FROM {schema}.alk_workers WHERE id < %(before)s ORDER BY id DESC LIMIT %(limit)s;
+
 -- name: outcome_add
 -- Add each (queue, outcome, count) to the current minute's bucket.
 INSERT INTO {schema}.alk_outcomes (queue, minute, outcome, count)

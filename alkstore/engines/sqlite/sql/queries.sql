@@ -591,6 +591,18 @@ SELECT id, host, pid, queues, concurrency, running, started_at, last_seen,
        :now - last_seen
 FROM alk_workers ORDER BY started_at, id;
 
+-- name: worker_page_after
+-- A keyset page of workers by id: those with id > :after, in id order.
+SELECT id, host, pid, queues, concurrency, running, started_at, last_seen,
+       :now - last_seen
+FROM alk_workers WHERE id > :after ORDER BY id LIMIT :limit;
+
+-- name: worker_page_before
+-- The page before :before: workers with id < :before, nearest first.
+SELECT id, host, pid, queues, concurrency, running, started_at, last_seen,
+       :now - last_seen
+FROM alk_workers WHERE id < :before ORDER BY id DESC LIMIT :limit;
+
 -- name: outcome_add
 INSERT INTO alk_outcomes (queue, minute, outcome, count)
 VALUES (:queue, :minute, :outcome, :count)
