@@ -25,6 +25,7 @@ from alkstore.errors import PayloadError
 from alkstore.job_hooks import JobHooks
 from alkstore.tasks import BadCall, Fail, Snooze, Task, decode_envelope
 from alkstore.tracing import process_span
+from alkstore.worker.batches import Batches
 from alkstore.worker.context import RunningJob, reset_current, set_current
 from alkstore.worker.outcome import Kind, Outcome, error_text
 from alkstore.worker.runs import CANCELLED, DONE, LIVE, LOST, RUNNING, Run, StopFlag, task_name
@@ -54,6 +55,15 @@ class Executor:
         self._threads: set[concurrent.futures.Future[Any]] = set()
         self._successes: dict[str, Outcome] = {}  # task name -> its (immutable) success
         self.hooks: JobHooks = getattr(app, "hooks", None) or JobHooks()
+        # the gatherer of batch tasks' jobs, if the app has any (``batches.py``)
+        self.batches: Batches | None = None
+        if any(task.batch_size is not None for task in app.tasks.values()):
+            self.batches = Batches(self)
+
+    def _thread_pool(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="alkstore-task")
+        return self._pool
 
     async def execute(self, run: Run) -> Outcome:
         """Run the handler of ``run`` (state ``RUNNING``); its outcome. The run is
@@ -172,8 +182,7 @@ class Executor:
             if hooks.around:
                 return await hooks.call_async(job, functools.partial(task.fn, **kwargs), *args)
             return await task.fn(*args, **kwargs)
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="alkstore-task")
+        pool = self._thread_pool()
         if hooks.around:  # in the handler's thread, around it
             fn = functools.partial(task.fn, **kwargs)
             loop = asyncio.get_running_loop()
@@ -182,7 +191,7 @@ class Executor:
             )
         else:
             call = functools.partial(contextvars.copy_context().run, task.fn, *args, **kwargs)
-        thread = self._pool.submit(call)
+        thread = pool.submit(call)
         self._threads.add(thread)
         thread.add_done_callback(self._threads.discard)
         result = await asyncio.wrap_future(thread)

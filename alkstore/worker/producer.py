@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from alkstore.consume import ClaimLoop
 from alkstore.errors import EngineError, StoreClosedError
 from alkstore.tracing import recording
+from alkstore.worker.outcome import Kind, Outcome
 from alkstore.worker.runs import ACKING, BUFFERED, RUNNING, Run, StopFlag, task_name
 
 if TYPE_CHECKING:
@@ -83,6 +84,10 @@ class Producer:
         self.heartbeats: Heartbeats | None = None
         self.started = 0  # jobs started (handlers run) by this worker
         self.after_start: Callable[[int], None] | None = None  # told each new count
+        # batch tasks' jobs wait for their batch without a slot: room to hold two
+        # batches of the largest size beside the slots' own claims
+        sizes = [t.batch_size or 0 for t in executor.app.tasks.values()]
+        self.batch_room = 2 * max(sizes, default=0)
 
     def open(self) -> None:
         """Bind to the running loop (``Worker.run``)."""
@@ -137,7 +142,9 @@ class Producer:
                 ahead = self.claim_ahead()
                 depth = self.concurrency + ahead  # jobs started or buffered, at most
                 refill_at = max(1, ahead // 2)  # a fuller buffer waits for a bigger claim
-                hold_max = 2 * depth  # held claims, outcomes still being written included
+                # held claims, outcomes still being written included
+                hold_max = 2 * depth + self.batch_room
+                depth += self.batch_room
                 want = min(depth - self.active - len(self.ready), hold_max - len(self.held))
                 idle_slots = self.concurrency - self.active > len(self.ready)
                 if want <= 0 or (want < refill_at and not idle_slots):
@@ -205,12 +212,25 @@ class Producer:
         stop = self.stop
         completer = self.completer
         loop = self.loop
+        batches = self.executor.batches
         assert completer is not None and loop is not None
         while ready and self.active < self.concurrency and not stop.requested:
             run = ready.popleft()
             if run.state is not BUFFERED:  # cancelled or lost while buffered: never run it
                 self.held.discard(run)
                 completer.record_revoked(run, task_name(run))
+                continue
+            if batches is not None and (batch_task := batches.task_of(run)) is not None:
+                # a batch task's job takes no slot: it waits in its batch
+                run.state = RUNNING
+                run.batched = True
+                run.started = time.monotonic()
+                waiter = batches.add(run, batch_task)
+                run.task = task = loop.create_task(self._execute_item(run, waiter))
+                task.add_done_callback(functools.partial(self._finished, run))
+                self.started += 1
+                if self.after_start is not None:
+                    self.after_start(self.started)
                 continue
             self.active += 1
             run.state = RUNNING
@@ -225,6 +245,8 @@ class Producer:
         if run.finished:
             return
         run.finished = now = time.monotonic()
+        if run.batched:  # took no slot
+            return
         took = now - run.started
         average = self.duration_s
         self.duration_s = took if average is None else average + (took - average) * 0.1
@@ -246,6 +268,27 @@ class Producer:
             outcome = await self.executor.execute(run)
         finally:
             self._free_slot(run)  # the next job starts while this outcome is written
+        completer = self.completer
+        assert completer is not None
+        if not completer.settle(run, outcome):
+            await completer.write(run, outcome)
+
+    async def _execute_item(self, run: Run, waiter: asyncio.Future[Outcome]) -> None:
+        """One batch item's task: wait for its outcome from the batch, hand it over."""
+        try:
+            outcome = await asyncio.shield(waiter)
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if self.stop.requested:  # past the grace: the drain gives the job back
+                batches = self.executor.batches
+                if batches is not None:
+                    batches.cancel(run)
+                raise
+            if current is not None:
+                current.uncancel()  # a revoke (cancelled, lost): nothing is written
+            outcome = Outcome(Kind.REVOKED, run.name, run.state.value)
+        finally:
+            self._free_slot(run)
         completer = self.completer
         assert completer is not None
         if not completer.settle(run, outcome):

@@ -75,6 +75,7 @@ class Run:
     """One claimed job in this worker: its handle, state, task and heartbeat schedule."""
 
     __slots__ = (
+        "batched",
         "beating",
         "expires",
         "finished",
@@ -103,6 +104,7 @@ class Run:
         self.beating = False  # the heartbeat service's: a heartbeat of it is in flight
         self.name = "?"  # the task's name, once decoded (for an outcome written later)
         self.task: asyncio.Task[None] | None = None  # None while buffered
+        self.batched = False  # an item of a batch handler: it takes no slot
 
     @property
     def revoked(self) -> str | None:
