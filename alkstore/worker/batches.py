@@ -20,13 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 from alkstore.core.options import check_non_negative
 from alkstore.errors import InvalidArgumentError
-from alkstore.tasks import Fail, Snooze, Task
+from alkstore.tasks import BadCall, Fail, Snooze, Task, decode_call
 from alkstore.worker.context import _in_batch
 from alkstore.worker.outcome import Kind, Outcome, error_text
 from alkstore.worker.runs import RUNNING, Run
 
 if TYPE_CHECKING:
-    from alkstore.worker.executor import Executor
+    from collections.abc import Awaitable, Callable
+
+    from alkstore.worker.protocols import WorkerApp
 
 __all__ = ["BatchItem", "Batches"]
 
@@ -107,25 +109,26 @@ class _Batch:
 class Batches:
     """Gathers the jobs of batch tasks and runs their handlers (one worker's)."""
 
-    def __init__(self, executor: Executor) -> None:
-        self.executor = executor
+    def __init__(
+        self, app: WorkerApp, in_thread: Callable[[Callable[[], Any]], Awaitable[Any]]
+    ) -> None:
+        self.app = app
+        self.in_thread = in_thread  # the executor's: a sync handler runs in its pool
         self._filling: dict[str, _Batch] = {}  # task name -> the batch being gathered
         self._running: set[_Batch] = set()
 
     def task_of(self, run: Run) -> Task[Any, Any] | None:
         """The batch task ``run``'s job calls, or ``None`` (an ordinary job)."""
-        from alkstore.tasks import BadCall, decode_call
 
         try:
             name, _ = decode_call(run.handle.job.payload)
         except BadCall:
             return None
-        task = self.executor.app.find_task(name)
+        task = self.app.find_task(name)
         return task if task is not None and task.batch_size is not None else None
 
     def add(self, run: Run, task: Task[Any, Any]) -> asyncio.Future[Outcome]:
         """Gather ``run`` into its task's batch; a future of its outcome."""
-        from alkstore.tasks import decode_call
 
         loop = asyncio.get_running_loop()
         run.name = task.name
@@ -145,7 +148,7 @@ class Batches:
     def flush(self) -> None:
         """Start every batch being gathered now (the worker stops)."""
         for name in list(self._filling):
-            task = self.executor.app.find_task(name)
+            task = self.app.find_task(name)
             if task is not None:
                 self._start(task)
 
@@ -205,12 +208,6 @@ class Batches:
             if task.is_async:
                 await task.fn(items)
                 return
-            executor = self.executor
-            pool = executor._thread_pool()
-            call = functools.partial(contextvars.copy_context().run, task.fn, items)
-            thread = pool.submit(call)
-            executor._threads.add(thread)
-            thread.add_done_callback(executor._threads.discard)
-            await asyncio.wrap_future(thread)
+            await self.in_thread(functools.partial(contextvars.copy_context().run, task.fn, items))
         finally:
             _in_batch.reset(token)

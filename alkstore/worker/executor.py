@@ -16,6 +16,7 @@ import concurrent.futures
 import contextlib
 import contextvars
 import functools
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -58,12 +59,17 @@ class Executor:
         # the gatherer of batch tasks' jobs, if the app has any (``batches.py``)
         self.batches: Batches | None = None
         if any(task.batch_size is not None for task in app.tasks.values()):
-            self.batches = Batches(self)
+            self.batches = Batches(app, self.in_thread)
 
-    def _thread_pool(self) -> ThreadPoolExecutor:
+    async def in_thread(self, call: Callable[[], Any]) -> Any:
+        """``call()`` in the pool of handler threads (made on first use), tracked as a
+        running sync handler until it returns."""
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="alkstore-task")
-        return self._pool
+        thread = self._pool.submit(call)
+        self._threads.add(thread)
+        thread.add_done_callback(self._threads.discard)
+        return await asyncio.wrap_future(thread)
 
     async def execute(self, run: Run) -> Outcome:
         """Run the handler of ``run`` (state ``RUNNING``); its outcome. The run is
@@ -182,7 +188,6 @@ class Executor:
             if hooks.around:
                 return await hooks.call_async(job, functools.partial(task.fn, **kwargs), *args)
             return await task.fn(*args, **kwargs)
-        pool = self._thread_pool()
         if hooks.around:  # in the handler's thread, around it
             fn = functools.partial(task.fn, **kwargs)
             loop = asyncio.get_running_loop()
@@ -191,10 +196,7 @@ class Executor:
             )
         else:
             call = functools.partial(contextvars.copy_context().run, task.fn, *args, **kwargs)
-        thread = pool.submit(call)
-        self._threads.add(thread)
-        thread.add_done_callback(self._threads.discard)
-        result = await asyncio.wrap_future(thread)
+        result = await self.in_thread(call)
         if asyncio.iscoroutine(result):  # a sync wrapper that returned a coroutine
             return await result
         return result
