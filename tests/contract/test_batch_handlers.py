@@ -241,3 +241,59 @@ def _async(check: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
 
 async def _stage(task: alkstore.Task[Any, Any]) -> None:
     stage(task.s())
+
+
+async def test_a_batch_outliving_the_visibility_timeout_keeps_its_items(
+    app: alkstore.App,
+) -> None:
+    calls: list[list[int]] = []
+
+    @app.task(queue="hb", name="long", batch_size=3, batch_wait_s=0.05, visibility_timeout_s=1.2)
+    async def long(items: list[BatchItem]) -> None:
+        calls.append([item.attempts for item in items])
+        await asyncio.sleep(3)  # past the claim's lapse: each item's heartbeat keeps it
+
+    await long.defer_many([{"n": 1}, {"n": 2}, {"n": 3}])
+    async with Running(app) as worker:
+        await wait_until(_async(lambda: worker.counts["success"] == 3), "the three acks")
+    assert calls == [[1, 1, 1]]  # never reclaimed, never run twice
+
+
+async def test_a_graceful_stop_lets_the_running_batch_finish(app: alkstore.App) -> None:
+    started = asyncio.Event()
+
+    @app.task(queue="g", name="finish", batch_size=5, batch_wait_s=0.05)
+    async def finish(items: list[BatchItem]) -> None:
+        started.set()
+        await asyncio.sleep(0.5)
+
+    ids = await finish.defer_many([{"n": n} for n in range(5)])
+    worker = app.worker(handle_signals=False, poll_interval_s=0.2, grace_s=30)
+    task = asyncio.create_task(worker.run())
+    await asyncio.wait_for(started.wait(), 30)
+    worker.stop()
+    await task
+    assert worker.counts["success"] == 5
+    store = await app.connect()
+    for job_id in ids:
+        assert await store.queue("g").get_job(job_id) is None
+
+
+async def test_a_stop_past_the_grace_gives_a_batchs_items_back(app: alkstore.App) -> None:
+    started = asyncio.Event()
+
+    @app.task(queue="x", name="stuck", batch_size=4, batch_wait_s=0.05)
+    async def stuck(items: list[BatchItem]) -> None:
+        started.set()
+        await asyncio.sleep(3600)
+
+    ids = await stuck.defer_many([{"n": n} for n in range(4)])
+    worker = app.worker(handle_signals=False, poll_interval_s=0.2, grace_s=0.2)
+    task = asyncio.create_task(worker.run())
+    await asyncio.wait_for(started.wait(), 30)
+    worker.stop()
+    await task
+    store = await app.connect()
+    for job_id in ids:  # given back: pending at once, not left to lapse
+        job = await store.queue("x").get_job(job_id)
+        assert job is not None and job.state == "pending"
