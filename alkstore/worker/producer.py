@@ -49,6 +49,9 @@ __all__ = ["PREFETCH_WAIT_S", "Producer"]
 log = logging.getLogger("alkstore.worker")
 
 PREFETCH_WAIT_S = 0.05  # a buffered job should wait about this long for a slot, at most
+# batch items held beyond the slots' claims, in batches of the largest size: one
+# running, one being acked, one filling, one claimed ahead
+BATCH_ROOM = 4
 
 
 class Producer:
@@ -84,10 +87,10 @@ class Producer:
         self.heartbeats: Heartbeats | None = None
         self.started = 0  # jobs started (handlers run) by this worker
         self.after_start: Callable[[int], None] | None = None  # told each new count
-        # batch tasks' jobs wait for their batch without a slot: room to hold two
+        # batch tasks' jobs wait for their batch without a slot: room to hold a few
         # batches of the largest size beside the slots' own claims
         sizes = [t.batch_size or 0 for t in executor.app.tasks.values()]
-        self.batch_room = 2 * max(sizes, default=0)
+        self.batch_room = BATCH_ROOM * max(sizes, default=0)
 
     def open(self) -> None:
         """Bind to the running loop (``Worker.run``)."""
@@ -220,12 +223,12 @@ class Producer:
                 self.held.discard(run)
                 completer.record_revoked(run, task_name(run))
                 continue
-            if batches is not None and (batch_task := batches.task_of(run)) is not None:
+            if batches is not None and (call := batches.call_of(run)) is not None:
                 # a batch task's job takes no slot: it waits in its batch
                 run.state = RUNNING
                 run.batched = True
                 run.started = time.monotonic()
-                waiter = batches.add(run, batch_task)
+                waiter = batches.add(run, *call)
                 run.task = task = loop.create_task(self._execute_item(run, waiter))
                 task.add_done_callback(functools.partial(self._finished, run))
                 self.started += 1
