@@ -117,22 +117,24 @@ class Batches:
         self._filling: dict[str, _Batch] = {}  # task name -> the batch being gathered
         self._running: set[_Batch] = set()
 
-    def task_of(self, run: Run) -> Task[Any, Any] | None:
-        """The batch task ``run``'s job calls, or ``None`` (an ordinary job)."""
-
+    def call_of(self, run: Run) -> tuple[Task[Any, Any], dict[str, Any]] | None:
+        """The batch task ``run``'s job calls and its arguments, or ``None`` (an
+        ordinary job: the executor decodes it)."""
         try:
-            name, _ = decode_call(run.handle.job.payload)
+            name, arguments = decode_call(run.handle.job.payload)
         except BadCall:
             return None
         task = self.app.find_task(name)
-        return task if task is not None and task.batch_size is not None else None
+        if task is None or task.batch_size is None:
+            return None
+        return task, arguments
 
-    def add(self, run: Run, task: Task[Any, Any]) -> asyncio.Future[Outcome]:
+    def add(
+        self, run: Run, task: Task[Any, Any], arguments: dict[str, Any]
+    ) -> asyncio.Future[Outcome]:
         """Gather ``run`` into its task's batch; a future of its outcome."""
-
         loop = asyncio.get_running_loop()
         run.name = task.name
-        _, arguments = decode_call(run.handle.job.payload)
         batch = self._filling.get(task.name)
         if batch is None:
             batch = self._filling[task.name] = _Batch()
