@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from alkstore.connect import connect
 from alkstore.core.names import check_name, check_schema
@@ -105,6 +105,40 @@ class App:
         self.hooks = JobHooks()
 
     # -- tasks ------------------------------------------------------------------
+    @overload
+    def task(
+        self,
+        *,
+        queue: str = "default",
+        name: str | None = None,
+        max_attempts: int = 5,
+        timeout_s: float | None = None,
+        retry_base_s: float = 1.0,
+        visibility_timeout_s: float = 30.0,
+        priority: int = 0,
+        fail_on: Iterable[type[BaseException]] = (),
+        keep_result_s: float | None = None,
+        batch_size: None = None,
+        batch_wait_s: float = 0.05,
+    ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+
+    @overload
+    def task(  # a batch task: its handler takes a list, its calls are keywords
+        self,
+        *,
+        queue: str = "default",
+        name: str | None = None,
+        max_attempts: int = 5,
+        timeout_s: float | None = None,
+        retry_base_s: float = 1.0,
+        visibility_timeout_s: float = 30.0,
+        priority: int = 0,
+        fail_on: Iterable[type[BaseException]] = (),
+        keep_result_s: float | None = None,
+        batch_size: int,
+        batch_wait_s: float = 0.05,
+    ) -> Callable[[Callable[[list[Any]], R]], Task[..., R]]: ...
+
     def task(
         self,
         *,

@@ -45,7 +45,7 @@ class Running:
         self.worker = app.worker(**options)
         self.task: asyncio.Task[int] | None = None
 
-    async def __aenter__(self) -> alkstore.Worker:
+    async def __aenter__(self) -> alkstore.worker.Worker:
         self.task = asyncio.create_task(self.worker.run())
         return self.worker
 
@@ -217,6 +217,7 @@ async def test_a_job_after_a_batch_item_runs_once_the_item_is_acked(app: alkstor
 
 
 def test_batch_options_are_validated(app: alkstore.App) -> None:
+    bad: Any
     for bad in (0, -1, 1.5, "10", True):
         with pytest.raises(InvalidArgumentError, match="batch_size"):
             app.task(queue="v", batch_size=bad)
