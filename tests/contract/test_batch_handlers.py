@@ -216,6 +216,21 @@ async def test_a_job_after_a_batch_item_runs_once_the_item_is_acked(app: alkstor
     assert order[-1] == "after" and sorted(order[:2]) == ["item1", "item2"]
 
 
+async def test_a_queue_concurrency_limit_bounds_the_items_of_a_batch(app: alkstore.App) -> None:
+    sizes: list[int] = []
+
+    @app.task(queue="lim", name="limited", batch_size=10, batch_wait_s=0.05)
+    async def limited(items: list[BatchItem]) -> None:
+        sizes.append(len(items))
+
+    store = await app.connect()
+    await store.queue("lim").set_limits(concurrency=3)
+    await limited.defer_many([{"n": n} for n in range(9)])
+    async with Running(app) as worker:
+        await wait_until(_async(lambda: worker.counts["success"] == 9), "nine acks")
+    assert sum(sizes) == 9 and max(sizes) <= 3  # the claim holds at most 3 processing
+
+
 def test_batch_options_are_validated(app: alkstore.App) -> None:
     bad: Any
     for bad in (0, -1, 1.5, "10", True):
