@@ -23,7 +23,7 @@ import functools
 import logging
 import time
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from alkstore.consume import ClaimLoop
 from alkstore.errors import EngineError, StoreClosedError
@@ -228,9 +228,9 @@ class Producer:
                 run.state = RUNNING
                 run.batched = True
                 run.started = time.monotonic()
-                waiter = batches.add(run, *call)
-                run.task = task = loop.create_task(self._execute_item(run, waiter))
-                task.add_done_callback(functools.partial(self._finished, run))
+                # no task per item: its outcome's future is what the worker waits on
+                run.task = waiter = batches.add(run, *call)
+                waiter.add_done_callback(functools.partial(self._item_done, run))
                 self.started += 1
                 if self.after_start is not None:
                     self.after_start(self.started)
@@ -258,7 +258,7 @@ class Producer:
         if self.room is not None:
             self.room.set()
 
-    def _finished(self, run: Run, _task: asyncio.Task[None]) -> None:
+    def _finished(self, run: Run, _task: asyncio.Future[Any]) -> None:
         self._free_slot(run)
         if run.state is not ACKING:  # else held until the ack batch recorded it
             self.held.discard(run)
@@ -276,26 +276,26 @@ class Producer:
         if not completer.settle(run, outcome):
             await completer.write(run, outcome)
 
-    async def _execute_item(self, run: Run, waiter: asyncio.Future[Outcome]) -> None:
-        """One batch item's task: wait for its outcome from the batch, hand it over."""
-        try:
-            outcome = await asyncio.shield(waiter)
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if self.stop.requested:  # past the grace: the drain gives the job back
-                batches = self.executor.batches
+    def _item_done(self, run: Run, waiter: asyncio.Future[Outcome]) -> None:
+        """A batch item's outcome is known (or its wait was cancelled): hand it over."""
+        completer = self.completer
+        assert completer is not None and self.loop is not None
+        if waiter.cancelled():
+            if self.stop.requested and run.state is RUNNING:  # cut off: the drain gives
+                batches = self.executor.batches  # the job back; stop its batch too
                 if batches is not None:
                     batches.cancel(run)
-                raise
-            if current is not None:
-                current.uncancel()  # a revoke (cancelled, lost): nothing is written
-            outcome = Outcome(Kind.REVOKED, run.name, run.state.value)
-        finally:
-            self._free_slot(run)
-        completer = self.completer
-        assert completer is not None
-        if not completer.settle(run, outcome):
-            await completer.write(run, outcome)
+            else:  # a revoke (cancelled, lost): nothing is written
+                completer.settle(run, Outcome(Kind.REVOKED, run.name, run.state.value))
+            self._finished(run, waiter)
+            return
+        outcome = waiter.result()
+        if completer.settle(run, outcome):
+            self._finished(run, waiter)
+            return
+        # a retry, dead letter or snooze: written by a task the drain waits for
+        run.task = task = self.loop.create_task(completer.write(run, outcome))
+        task.add_done_callback(functools.partial(self._finished, run))
 
     # -- the stop -----------------------------------------------------------------------
     async def release_buffered(self) -> None:
