@@ -25,11 +25,11 @@ import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from alkstore.connect import connect
 from alkstore.core.names import check_name, check_schema
-from alkstore.core.options import QueueOpts, check_positive, describe
+from alkstore.core.options import QueueOpts, check_non_negative, check_positive, describe
 from alkstore.errors import InvalidArgumentError, StoreClosedError
 from alkstore.job_hooks import JobHooks
 from alkstore.store import Store
@@ -105,6 +105,7 @@ class App:
         self.hooks = JobHooks()
 
     # -- tasks ------------------------------------------------------------------
+    @overload
     def task(
         self,
         *,
@@ -117,6 +118,41 @@ class App:
         priority: int = 0,
         fail_on: Iterable[type[BaseException]] = (),
         keep_result_s: float | None = None,
+        batch_size: None = None,
+        batch_wait_s: float = 0.05,
+    ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+
+    @overload
+    def task(  # a batch task: its handler takes a list, its calls are keywords
+        self,
+        *,
+        queue: str = "default",
+        name: str | None = None,
+        max_attempts: int = 5,
+        timeout_s: float | None = None,
+        retry_base_s: float = 1.0,
+        visibility_timeout_s: float = 30.0,
+        priority: int = 0,
+        fail_on: Iterable[type[BaseException]] = (),
+        keep_result_s: float | None = None,
+        batch_size: int,
+        batch_wait_s: float = 0.05,
+    ) -> Callable[[Callable[[list[Any]], R]], Task[..., R]]: ...
+
+    def task(
+        self,
+        *,
+        queue: str = "default",
+        name: str | None = None,
+        max_attempts: int = 5,
+        timeout_s: float | None = None,
+        retry_base_s: float = 1.0,
+        visibility_timeout_s: float = 30.0,
+        priority: int = 0,
+        fail_on: Iterable[type[BaseException]] = (),
+        keep_result_s: float | None = None,
+        batch_size: int | None = None,
+        batch_wait_s: float = 0.05,
     ) -> Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function (async, or sync to run in a thread) as a task.
 
@@ -127,6 +163,11 @@ class App:
         ``keep_result_s`` keeps each successful run's JSON return value that long
         (``await (await task.defer(...)).result()``); a return value that is not
         JSON fails the attempt.
+
+        ``batch_size`` makes a batch task: its handler takes a list of up to that
+        many :class:`~alkstore.worker.BatchItem` (calls deferred with keyword
+        arguments), gathered for at most ``batch_wait_s`` (docs/worker.md, "Batch
+        handlers").
         """
         check_name(queue)
         opts = QueueOpts(
@@ -139,6 +180,16 @@ class App:
             timeout_s = check_positive("timeout_s", timeout_s)
         if keep_result_s is not None:
             keep_result_s = check_positive("keep_result_s", keep_result_s)
+        if batch_size is not None:
+            if type(batch_size) is not int or batch_size < 1:
+                raise InvalidArgumentError(
+                    f"batch_size must be an int >= 1, got {describe(batch_size)}"
+                )
+            if keep_result_s is not None:
+                raise InvalidArgumentError(
+                    "a batch task keeps no results (batch_size with keep_result_s)"
+                )
+        batch_wait_s = check_non_negative("batch_wait_s", batch_wait_s)
         fail_types = tuple(fail_on)
         for kind in fail_types:
             if not (isinstance(kind, type) and issubclass(kind, BaseException)):
@@ -166,6 +217,8 @@ class App:
                 timeout_s=timeout_s,
                 fail_on=fail_types,
                 keep_result_s=keep_result_s,
+                batch_size=batch_size,
+                batch_wait_s=batch_wait_s,
             )
             self.tasks[task_name] = task
             return task

@@ -276,8 +276,13 @@ class Task(Generic[P, R]):
         timeout_s: float | None,
         fail_on: tuple[type[BaseException], ...],
         keep_result_s: float | None = None,
+        batch_size: int | None = None,
+        batch_wait_s: float = 0.05,
     ) -> None:
         self.app = app
+        # a batch task's handler takes a list of BatchItem (``alkstore.worker.batches``)
+        self.batch_size = batch_size
+        self.batch_wait_s = batch_wait_s
         self.keep_result_s = keep_result_s
         self.fn = fn
         self.name = name
@@ -300,6 +305,10 @@ class Task(Generic[P, R]):
     # -- arguments ---------------------------------------------------------------
     def bind(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """The call's arguments by parameter name (``TypeError`` if they don't fit)."""
+        if self.batch_size is not None:  # the handler takes a list: a call is its keywords
+            if args:
+                raise TypeError(f"batch task {self.name!r} takes keyword arguments only")
+            return dict(kwargs)
         if not args and self._plan is not None:  # keywords only: no Signature bound
             return self._plan.bound(self.name, kwargs)
         try:
@@ -317,6 +326,8 @@ class Task(Generic[P, R]):
 
     def call_arguments(self, arguments: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
         """Positional and keyword arguments for ``fn`` from a decoded ``args`` object."""
+        if self.batch_size is not None:
+            return [], dict(arguments)
         plan = self._plan
         if plan is not None:  # the common signature: checked by set arithmetic, no binding
             return [], plan.kwargs(self.name, arguments)

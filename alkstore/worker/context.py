@@ -148,3 +148,19 @@ def current_tick() -> datetime | None:
 
     job = _current.get()
     return None if job is None else tick_of(job.payload)
+
+
+_in_batch: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "alkstore_in_batch", default=None
+)
+
+
+def refuse_in_batch(what: str) -> None:
+    """Raise ``InvalidArgumentError`` when called from a batch handler: ``what`` (durable
+    steps, follow-ups) belongs to one job, and a batch handler runs for many."""
+    task = _in_batch.get()
+    if task is not None:
+        raise InvalidArgumentError(
+            f"{what} inside batch task {task!r}: a batch handler runs for many jobs, "
+            "not one; mark items (item.fail/retry/snooze) or defer a per-job task"
+        )

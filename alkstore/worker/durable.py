@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from alkstore.core.life import check_step_name
-from alkstore.worker.context import current_job
+from alkstore.worker.context import current_job, refuse_in_batch
 
 __all__ = ["step"]
 
@@ -43,6 +43,7 @@ def step(fn: Any = None, /, *, name: str | None = None) -> Any:
             async def run_async(*args: Any, **kwargs: Any) -> Any:
                 job = current_job()
                 if job is None or job._bound is None:
+                    refuse_in_batch("a durable step")
                     return await fn(*args, **kwargs)
                 return await job.step(key, fn, *args, **kwargs)
 
@@ -52,6 +53,7 @@ def step(fn: Any = None, /, *, name: str | None = None) -> Any:
         def run_sync(*args: Any, **kwargs: Any) -> Any:
             job = current_job()
             if job is None or job._bound is None:
+                refuse_in_batch("a durable step")
                 return fn(*args, **kwargs)
             return job.step_sync(key, fn, *args, **kwargs)
 

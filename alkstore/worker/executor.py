@@ -16,6 +16,7 @@ import concurrent.futures
 import contextlib
 import contextvars
 import functools
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ from alkstore.errors import PayloadError
 from alkstore.job_hooks import JobHooks
 from alkstore.tasks import BadCall, Fail, Snooze, Task, decode_envelope
 from alkstore.tracing import process_span
+from alkstore.worker.batches import Batches
 from alkstore.worker.context import RunningJob, reset_current, set_current
 from alkstore.worker.outcome import Kind, Outcome, error_text
 from alkstore.worker.runs import CANCELLED, DONE, LIVE, LOST, RUNNING, Run, StopFlag, task_name
@@ -54,6 +56,20 @@ class Executor:
         self._threads: set[concurrent.futures.Future[Any]] = set()
         self._successes: dict[str, Outcome] = {}  # task name -> its (immutable) success
         self.hooks: JobHooks = getattr(app, "hooks", None) or JobHooks()
+        # the gatherer of batch tasks' jobs, if the app has any (``batches.py``)
+        self.batches: Batches | None = None
+        if any(task.batch_size is not None for task in app.tasks.values()):
+            self.batches = Batches(app, self.in_thread)
+
+    async def in_thread(self, call: Callable[[], Any]) -> Any:
+        """``call()`` in the pool of handler threads (made on first use), tracked as a
+        running sync handler until it returns."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="alkstore-task")
+        thread = self._pool.submit(call)
+        self._threads.add(thread)
+        thread.add_done_callback(self._threads.discard)
+        return await asyncio.wrap_future(thread)
 
     async def execute(self, run: Run) -> Outcome:
         """Run the handler of ``run`` (state ``RUNNING``); its outcome. The run is
@@ -172,8 +188,6 @@ class Executor:
             if hooks.around:
                 return await hooks.call_async(job, functools.partial(task.fn, **kwargs), *args)
             return await task.fn(*args, **kwargs)
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="alkstore-task")
         if hooks.around:  # in the handler's thread, around it
             fn = functools.partial(task.fn, **kwargs)
             loop = asyncio.get_running_loop()
@@ -182,10 +196,7 @@ class Executor:
             )
         else:
             call = functools.partial(contextvars.copy_context().run, task.fn, *args, **kwargs)
-        thread = self._pool.submit(call)
-        self._threads.add(thread)
-        thread.add_done_callback(self._threads.discard)
-        result = await asyncio.wrap_future(thread)
+        result = await self.in_thread(call)
         if asyncio.iscoroutine(result):  # a sync wrapper that returned a coroutine
             return await result
         return result

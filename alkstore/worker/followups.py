@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from alkstore.core import followups
 from alkstore.errors import InvalidArgumentError
-from alkstore.worker.context import current_job
+from alkstore.worker.context import current_job, refuse_in_batch
 from alkstore.workflows import Graph, _Part
 
 __all__ = ["stage"]
@@ -23,6 +23,7 @@ def stage(flow: _Part | Graph) -> None:
     """
     job = current_job()
     if job is None:
+        refuse_in_batch("stage()")
         raise InvalidArgumentError("stage() runs inside a task; pulling, use handle.stage()")
     graph = flow if isinstance(flow, Graph) else flow.graph()[0]
     if not isinstance(graph, Graph):

@@ -23,11 +23,12 @@ import functools
 import logging
 import time
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from alkstore.consume import ClaimLoop
 from alkstore.errors import EngineError, StoreClosedError
 from alkstore.tracing import recording
+from alkstore.worker.outcome import Kind, Outcome
 from alkstore.worker.runs import ACKING, BUFFERED, RUNNING, Run, StopFlag, task_name
 
 if TYPE_CHECKING:
@@ -48,6 +49,9 @@ __all__ = ["PREFETCH_WAIT_S", "Producer"]
 log = logging.getLogger("alkstore.worker")
 
 PREFETCH_WAIT_S = 0.05  # a buffered job should wait about this long for a slot, at most
+# batch items held beyond the slots' claims, in batches of the largest size: one
+# running, one being acked, one filling, one claimed ahead
+BATCH_ROOM = 4
 
 
 class Producer:
@@ -83,6 +87,10 @@ class Producer:
         self.heartbeats: Heartbeats | None = None
         self.started = 0  # jobs started (handlers run) by this worker
         self.after_start: Callable[[int], None] | None = None  # told each new count
+        # batch tasks' jobs wait for their batch without a slot: room to hold a few
+        # batches of the largest size beside the slots' own claims
+        sizes = [t.batch_size or 0 for t in executor.app.tasks.values()]
+        self.batch_room = BATCH_ROOM * max(sizes, default=0)
 
     def open(self) -> None:
         """Bind to the running loop (``Worker.run``)."""
@@ -137,7 +145,9 @@ class Producer:
                 ahead = self.claim_ahead()
                 depth = self.concurrency + ahead  # jobs started or buffered, at most
                 refill_at = max(1, ahead // 2)  # a fuller buffer waits for a bigger claim
-                hold_max = 2 * depth  # held claims, outcomes still being written included
+                # held claims, outcomes still being written included
+                hold_max = 2 * depth + self.batch_room
+                depth += self.batch_room
                 want = min(depth - self.active - len(self.ready), hold_max - len(self.held))
                 idle_slots = self.concurrency - self.active > len(self.ready)
                 if want <= 0 or (want < refill_at and not idle_slots):
@@ -205,12 +215,25 @@ class Producer:
         stop = self.stop
         completer = self.completer
         loop = self.loop
+        batches = self.executor.batches
         assert completer is not None and loop is not None
         while ready and self.active < self.concurrency and not stop.requested:
             run = ready.popleft()
             if run.state is not BUFFERED:  # cancelled or lost while buffered: never run it
                 self.held.discard(run)
                 completer.record_revoked(run, task_name(run))
+                continue
+            if batches is not None and (call := batches.call_of(run)) is not None:
+                # a batch task's job takes no slot: it waits in its batch
+                run.state = RUNNING
+                run.batched = True
+                run.started = time.monotonic()
+                # no task per item: its outcome's future is what the worker waits on
+                run.task = waiter = batches.add(run, *call)
+                waiter.add_done_callback(functools.partial(self._item_done, run))
+                self.started += 1
+                if self.after_start is not None:
+                    self.after_start(self.started)
                 continue
             self.active += 1
             run.state = RUNNING
@@ -225,6 +248,8 @@ class Producer:
         if run.finished:
             return
         run.finished = now = time.monotonic()
+        if run.batched:  # took no slot
+            return
         took = now - run.started
         average = self.duration_s
         self.duration_s = took if average is None else average + (took - average) * 0.1
@@ -233,7 +258,7 @@ class Producer:
         if self.room is not None:
             self.room.set()
 
-    def _finished(self, run: Run, _task: asyncio.Task[None]) -> None:
+    def _finished(self, run: Run, _task: asyncio.Future[Any]) -> None:
         self._free_slot(run)
         if run.state is not ACKING:  # else held until the ack batch recorded it
             self.held.discard(run)
@@ -250,6 +275,27 @@ class Producer:
         assert completer is not None
         if not completer.settle(run, outcome):
             await completer.write(run, outcome)
+
+    def _item_done(self, run: Run, waiter: asyncio.Future[Outcome]) -> None:
+        """A batch item's outcome is known (or its wait was cancelled): hand it over."""
+        completer = self.completer
+        assert completer is not None and self.loop is not None
+        if waiter.cancelled():
+            if self.stop.requested and run.state is RUNNING:  # cut off: the drain gives
+                batches = self.executor.batches  # the job back; stop its batch too
+                if batches is not None:
+                    batches.cancel(run)
+            else:  # a revoke (cancelled, lost): nothing is written
+                completer.settle(run, Outcome(Kind.REVOKED, run.name, run.state.value))
+            self._finished(run, waiter)
+            return
+        outcome = waiter.result()
+        if completer.settle(run, outcome):
+            self._finished(run, waiter)
+            return
+        # a retry, dead letter or snooze: written by a task the drain waits for
+        run.task = task = self.loop.create_task(completer.write(run, outcome))
+        task.add_done_callback(functools.partial(self._finished, run))
 
     # -- the stop -----------------------------------------------------------------------
     async def release_buffered(self) -> None:

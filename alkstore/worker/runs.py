@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from alkstore.tasks import BadCall, decode_call
 from alkstore.worker.context import RunningJob
@@ -75,6 +75,7 @@ class Run:
     """One claimed job in this worker: its handle, state, task and heartbeat schedule."""
 
     __slots__ = (
+        "batched",
         "beating",
         "expires",
         "finished",
@@ -102,7 +103,9 @@ class Run:
         self.expires = sent + vt
         self.beating = False  # the heartbeat service's: a heartbeat of it is in flight
         self.name = "?"  # the task's name, once decoded (for an outcome written later)
-        self.task: asyncio.Task[None] | None = None  # None while buffered
+        # None while buffered; a batch item's is its outcome's future (``batches.py``)
+        self.task: asyncio.Future[Any] | None = None
+        self.batched = False  # an item of a batch handler: it takes no slot
 
     @property
     def revoked(self) -> str | None:

@@ -456,6 +456,8 @@ class Worker:
         producer = self._producer
         stop = self._stop_flag
         await producer.release_buffered()
+        if producer.executor.batches is not None:
+            producer.executor.batches.flush()  # gathered items run now, not at their wait
         deadline = time.monotonic() + self.grace_s
         while not stop.forced:
             running = {r.task for r in producer.unfinished() if r.task is not None}
