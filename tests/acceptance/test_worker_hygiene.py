@@ -253,6 +253,12 @@ async def test_a_raising_before_hook_fails_the_attempt_and_names_itself(
     rows = await until_lines(refused, lambda rows: len(rows) >= 5, "the refused attempt's hooks")
     assert "run" not in [r[0] for r in rows[:5]]  # the handler never ran
     assert [r[-1] for r in rows[:5] if r[0].startswith("after")] == ["HookError"] * 2
+
+    async def retried() -> bool:  # the hooks' lines are written before the outcome is
+        job = await store.admin().find_job(job_id)
+        return job is not None and job.last_error is not None
+
+    await wait_until(retried, what="the refused attempt's retry to be written")
     job = await store.admin().find_job(job_id)
     assert job is not None and job.last_error is not None
     assert job.last_error.startswith("HookError: before_job hook ")
