@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import time
 from typing import Any
 
 import pytest
@@ -121,6 +122,12 @@ def test_the_worker_command_recycles_with_max_jobs_under_its_supervisor(shop: Sh
     for result in (first, second):
         _wait(shop, result)
     assert tasks.which_attempt.get_result(second.id).status == TaskResultStatus.SUCCESSFUL
+    # the third process (after the second recycle) must be up before the stop: a
+    # SIGTERM while a fresh process still imports Django ends it by the signal (143)
+    deadline = time.monotonic() + 60
+    while shop.worker_log().count(", concurrency ") < 3:
+        assert time.monotonic() < deadline, shop.worker_log()
+        time.sleep(0.05)
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=60) == 0
     log = shop.worker_log()
