@@ -52,7 +52,8 @@ _ID_MAX = 2**63 - 1
 
 
 class QueueStats(NamedTuple):
-    """Counts of one queue: ``pending`` is claimable now, ``delayed`` waits for its run_at."""
+    """Counts of one queue: ``pending`` is claimable now, ``delayed`` waits for its run_at,
+    ``blocked`` waits for its parents (workflows)."""
 
     queue: str
     pending: int
@@ -60,6 +61,7 @@ class QueueStats(NamedTuple):
     processing: int
     dead: int
     oldest_pending_age_s: float | None
+    blocked: int = 0
 
 
 class WorkerInfo(NamedTuple):
@@ -102,6 +104,7 @@ class QueueInfo(NamedTuple):
     fair: bool = False  # claims round-robin across partition keys (Queue.set_fair)
     weights: int = 0  # partition keys with a stored weight (the others weigh 1)
     aging_s: float | None = None  # a waiting job gains a priority level per aging_s
+    blocked: int = 0  # jobs waiting for their parents (workflows)
 
 
 def _info(settings: QueueSettings, stats: QueueStats | None, weights: int = 0) -> QueueInfo:
@@ -117,6 +120,7 @@ def _info(settings: QueueSettings, stats: QueueStats | None, weights: int = 0) -
         fair=settings.fair,
         weights=weights,
         aging_s=settings.aging_s,
+        blocked=0 if stats is None else stats.blocked,
     )
 
 

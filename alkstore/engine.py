@@ -32,6 +32,8 @@ __all__ = ["Engine", "EngineTransaction", "NoteSink", "SupportsOutbox"]
 # (channel, payload) notes; an empty batch means "a gap: notes may have been
 # lost, re-poll" (a reconnect, or a lagging listener).
 NoteSink = Callable[[Sequence[tuple[str, str]]], None]
+# One queue's counts (Engine.stats): queue, due, delayed, processing, dead, oldest due age, blocked.
+StatsRow = tuple[str, int, int, int, int, float | None, int]
 
 
 class EngineTransaction(Protocol):
@@ -313,9 +315,9 @@ class Engine(Protocol):
         than ``now + expiry_cutoff_s`` (kept otherwise); then wake its queue. The
         values are the caller's (``alkstore.admin``): the engine decides none of them."""
 
-    async def stats(self) -> list[tuple[str, int, int, int, int, float | None]]:
+    async def stats(self) -> list[StatsRow]:
         """Per queue, by name: ``(queue, pending due now, pending delayed, processing,
-        dead, seconds since the oldest due pending row's run_at or None)``."""
+        dead, seconds since the oldest due pending row's run_at or None, blocked)``."""
 
     # -- live workers and outcome history (alkstore/admin.py) -----------------------
     async def upsert_worker(

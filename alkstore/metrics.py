@@ -28,8 +28,8 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 _DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60)
-_DEPTH_STATES = ("pending", "delayed", "processing", "dead")
-assert set(JOB_STATES) - {"blocked"} <= set(_DEPTH_STATES)  # blocked: not a depth
+_DEPTH_STATES = ("pending", "delayed", "blocked", "processing", "dead")
+assert set(JOB_STATES) <= set(_DEPTH_STATES)
 
 
 class Metrics:
@@ -68,7 +68,8 @@ class Metrics:
         )
         self.queue_jobs = Gauge(
             "alkstore_queue_jobs",
-            "Jobs per queue and state (pending = due now, delayed, processing, dead).",
+            "Jobs per queue and state (pending = due now, delayed, blocked on parents, "
+            "processing, dead).",
             ["queue", "state"],
             registry=reg,
         )

@@ -221,7 +221,7 @@ def stats_table(stats: list[QueueStats], infos: dict[str, QueueInfo] | None = No
     """One row per queue."""
     table = Table(title="queues", title_justify="left")
     table.add_column("queue")
-    for column in ("pending", "delayed", "processing", "dead", "oldest pending"):
+    for column in ("pending", "delayed", "blocked", "processing", "dead", "oldest pending"):
         table.add_column(column, justify="right")
     table.add_column("flow control")
     for s in stats:
@@ -229,6 +229,7 @@ def stats_table(stats: list[QueueStats], infos: dict[str, QueueInfo] | None = No
             s.queue,
             str(s.pending),
             str(s.delayed),
+            str(s.blocked),
             str(s.processing),
             f"[red]{s.dead}[/]" if s.dead else "0",
             age(s.oldest_pending_age_s),
@@ -247,7 +248,7 @@ def queues_table(infos: list[QueueInfo]) -> Table:
         table.add_column(column, justify="right")
     table.add_column("fair")
     table.add_column("aging", justify="right")
-    for column in ("pending", "delayed", "processing", "dead"):
+    for column in ("pending", "delayed", "blocked", "processing", "dead"):
         table.add_column(column, justify="right")
     for i in infos:
         rate = "-" if i.rate is None else str(i.rate) + (f" burst {i.burst}" if i.burst else "")
@@ -261,6 +262,7 @@ def queues_table(infos: list[QueueInfo]) -> Table:
             "-" if i.aging_s is None else f"{i.aging_s:g}s",
             str(i.pending),
             str(i.delayed),
+            str(i.blocked),
             str(i.processing),
             f"[red]{i.dead}[/]" if i.dead else "0",
         )

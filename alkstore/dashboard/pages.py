@@ -59,6 +59,7 @@ class Page(JobPages):
             f'<td><a href="{esc(self.url("/queues/" + s.queue))}">{esc(s.queue)}</a></td>'
             f'<td class="num" data-col="pending">{s.pending}</td>'
             f'<td class="num">{s.delayed}</td>'
+            f'<td class="num">{s.blocked}</td>'
             f'<td class="num">{s.processing}</td>'
             f'<td class="num{" bad" if s.dead else ""}">'
             f'<a href="{esc(self.url("/queues/" + s.queue, state="dead"))}">{s.dead}</a></td>'
@@ -69,7 +70,8 @@ class Page(JobPages):
         )
         table = (
             '<table id="queues"><thead><tr><th>queue</th><th class="num">pending (due)</th>'
-            '<th class="num">delayed</th><th class="num">processing</th><th class="num">dead</th>'
+            '<th class="num">delayed</th><th class="num">blocked</th>'
+            '<th class="num">processing</th><th class="num">dead</th>'
             '<th class="num">oldest pending</th><th>flow control</th></tr></thead>'
             f"<tbody>{rows}</tbody></table>"
             if stats
@@ -124,7 +126,8 @@ class Page(JobPages):
         (``nav``: the links to the pages before and after)."""
         counts = (
             f"<b>{stats.pending}</b> pending · <b>{stats.delayed}</b> delayed · "
-            f"<b>{stats.processing}</b> processing · <b>{stats.dead}</b> dead · "
+            f"<b>{stats.blocked}</b> blocked · <b>{stats.processing}</b> processing · "
+            f"<b>{stats.dead}</b> dead · "
             f"oldest pending {esc(age(stats.oldest_pending_age_s))}"
             if stats
             else "no jobs"

@@ -96,7 +96,8 @@ async def test_jobs_list_show_stats_cancel_requeue(target: Any) -> None:
     stats = ok(run_cli(target, "stats"))
     row = next(line for line in stats.splitlines() if " ops " in line)
     cells = [cell.strip() for cell in row.split("│")[1:-1]]
-    assert cells[:5] == ["ops", "1", "1", "0", "1"]  # pending, delayed, processing, dead
+    # pending, delayed, blocked, processing, dead
+    assert cells[:6] == ["ops", "1", "1", "0", "0", "1"]
 
     assert f"cancelled job {delayed}" in ok(run_cli(target, "jobs", "cancel", str(delayed)))
     fails(run_cli(target, "jobs", "cancel", str(delayed)), 1, f"no job {delayed}")

@@ -37,6 +37,24 @@ async def test_a_child_is_blocked_until_its_parent_is_acked(
     assert await _run(q) == [child]
 
 
+async def test_blocked_jobs_are_counted_apart_in_stats_and_queue_info(
+    store: alkstore.Store, qname: str
+) -> None:
+    q = store.queue(qname)
+    parent = await q.enqueue("p")
+    await q.enqueue("c1", EnqueueOpts(after=(parent,)))
+    await q.enqueue("c2", EnqueueOpts(after=(parent,)))
+    admin = store.admin()
+    s = {s.queue: s for s in await admin.stats()}[qname]
+    assert (s.pending, s.delayed, s.blocked, s.processing, s.dead) == (1, 0, 2, 0, 0)
+    info = await admin.queue_info(qname)
+    assert (info.pending, info.blocked) == (1, 2)
+    handle = await q.claim_one("w")
+    assert handle is not None and await handle.ack()
+    s = {s.queue: s for s in await admin.stats()}[qname]
+    assert (s.pending, s.blocked) == (2, 0)
+
+
 @pytest.mark.parametrize("path", ["ack", "ack_result", "ack_batch", "ack_many"])
 async def test_fan_in_across_queues_through_every_ack_path(
     store: alkstore.Store, qname: str, path: str

@@ -51,7 +51,8 @@ async def test_overview_shows_the_stores_real_counts_and_the_hours_chart(
     await page.goto(served.url + "/")
     row = page.locator("#queues tbody tr", has_text="emails")
     cells = await row.locator("td").all_inner_texts()
-    assert cells[:5] == ["emails", "3", "1", "1", "1"]
+    # due, delayed, blocked, processing, dead
+    assert cells[:6] == ["emails", "3", "1", "0", "1", "1"]
     assert (
         await page.locator("#queues tbody tr", has_text="reports").locator("td").nth(1).inner_text()
     ) == "2"

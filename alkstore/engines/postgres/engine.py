@@ -31,7 +31,7 @@ from alkstore.core.results import RESULTS_CHANNEL
 from alkstore.core.steps import Rows, run_steps
 from alkstore.core.tables import COPIED_TABLES
 from alkstore.core.tables import table as copied_table
-from alkstore.engine import NoteSink
+from alkstore.engine import NoteSink, StatsRow
 from alkstore.engines.postgres.bulk import PostgresBulk
 from alkstore.engines.postgres.connections import privilege_hint
 from alkstore.engines.postgres.copying import from_stored, to_stored
@@ -329,11 +329,10 @@ class PostgresEngine(
     async def find_job(self, job_id: int) -> Row | None:
         return await self._fetchone("admin_find_job", {"id": job_id})
 
-    async def stats(self) -> list[tuple[str, int, int, int, int, float | None]]:
+    async def stats(self) -> list[StatsRow]:
         rows = await self._fetchall("admin_stats", {})
         return [
-            (q, int(p), int(d), int(r), int(x), None if age is None else max(float(age), 0.0))
-            for q, p, d, r, x, age in rows
+            (q, int(p), int(d), int(r), int(x), _age(age), int(b)) for q, p, d, r, x, age, b in rows
         ]
 
     # -- live workers and outcome history -----------------------------------------------
@@ -476,3 +475,8 @@ async def migrate(url: str, schema: str = "alkstore", **options: Any) -> int:
         raise EngineError(
             f"cannot migrate PostgreSQL schema {schema!r}: {e}{privilege_hint(e)}"
         ) from e
+
+
+def _age(seconds: Any) -> float | None:
+    """An age in seconds from the database, never negative (clocks of two hosts)."""
+    return None if seconds is None else max(float(seconds), 0.0)

@@ -27,7 +27,7 @@ from alkstore.core.limited_claim import limited_claim
 from alkstore.core.options import Stamps
 from alkstore.core.results import RESULTS_CHANNEL
 from alkstore.core.steps import Rows, run_steps_sync
-from alkstore.engine import NoteSink
+from alkstore.engine import NoteSink, StatsRow
 from alkstore.engines.sqlite.bulk import SqliteBulk
 from alkstore.engines.sqlite.copying import SqliteCopying
 from alkstore.engines.sqlite.deps import SqliteDependencies, revive_children
@@ -405,13 +405,13 @@ class SqliteEngine(
             self._requeue_unit, job_id, attempts, delay_s, expiry_cutoff_s
         )
 
-    async def stats(self) -> list[tuple[str, int, int, int, int, float | None]]:
-        def read(conn: sqlite3.Connection) -> list[tuple[str, int, int, int, int, float | None]]:
+    async def stats(self) -> list[StatsRow]:
+        def read(conn: sqlite3.Connection) -> list[StatsRow]:
             now = self._clock()
             rows = conn.execute(Q["admin_stats"], {"now": now}).fetchall()
             return [
-                (q, p, d, r, x, None if oldest is None else max(now - oldest, 0.0))
-                for q, p, d, r, x, oldest in rows
+                (q, p, d, r, x, None if oldest is None else max(now - oldest, 0.0), b)
+                for q, p, d, r, x, oldest, b in rows
             ]
 
         return await self._call(self._read, read)

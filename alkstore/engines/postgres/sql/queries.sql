@@ -1184,20 +1184,22 @@ RETURNING queue, partition_key
 SELECT queue FROM back;
 
 -- name: admin_stats
--- Per queue: due pending, delayed pending, processing, dead, and the age in
--- seconds of the oldest due pending row (NULL when none is due).
+-- Per queue: due pending, delayed pending, processing, dead, the age in
+-- seconds of the oldest due pending row (NULL when none is due), blocked.
 SELECT queue, sum(pending)::bigint, sum(delayed)::bigint, sum(processing)::bigint,
-       sum(dead)::bigint, EXTRACT(EPOCH FROM ({now} - min(oldest)))::float8
+       sum(dead)::bigint, EXTRACT(EPOCH FROM ({now} - min(oldest)))::float8,
+       sum(blocked)::bigint
 FROM (
     SELECT queue,
            count(*) FILTER (WHERE state = 'pending' AND run_at <= {now}) AS pending,
            count(*) FILTER (WHERE state = 'pending' AND run_at > {now}) AS delayed,
            count(*) FILTER (WHERE state = 'processing') AS processing,
            0 AS dead,
-           min(run_at) FILTER (WHERE state = 'pending' AND run_at <= {now}) AS oldest
+           min(run_at) FILTER (WHERE state = 'pending' AND run_at <= {now}) AS oldest,
+           count(*) FILTER (WHERE state = 'blocked') AS blocked
     FROM {schema}.alk_jobs GROUP BY queue
     UNION ALL
-    SELECT queue, 0, 0, 0, count(*), NULL FROM {schema}.alk_dead GROUP BY queue
+    SELECT queue, 0, 0, 0, count(*), NULL, 0 FROM {schema}.alk_dead GROUP BY queue
 ) AS counts
 GROUP BY queue ORDER BY queue;
 

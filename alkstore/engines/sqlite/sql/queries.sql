@@ -553,18 +553,21 @@ RETURNING queue, partition_key;
 DELETE FROM alk_dead WHERE id = :id;
 
 -- name: admin_stats
--- Per queue: due pending, delayed pending, processing, dead, oldest due run_at.
-SELECT queue, sum(pending), sum(delayed), sum(processing), sum(dead), min(oldest)
+-- Per queue: due pending, delayed pending, processing, dead, oldest due run_at,
+-- blocked.
+SELECT queue, sum(pending), sum(delayed), sum(processing), sum(dead), min(oldest),
+       sum(blocked)
 FROM (
     SELECT queue,
            sum(state = 'pending' AND run_at <= :now) AS pending,
            sum(state = 'pending' AND run_at > :now) AS delayed,
            sum(state = 'processing') AS processing,
            0 AS dead,
-           min(CASE WHEN state = 'pending' AND run_at <= :now THEN run_at END) AS oldest
+           min(CASE WHEN state = 'pending' AND run_at <= :now THEN run_at END) AS oldest,
+           sum(state = 'blocked') AS blocked
     FROM alk_jobs GROUP BY queue
     UNION ALL
-    SELECT queue, 0, 0, 0, count(*), NULL FROM alk_dead GROUP BY queue
+    SELECT queue, 0, 0, 0, count(*), NULL, 0 FROM alk_dead GROUP BY queue
 )
 GROUP BY queue ORDER BY queue;
 
