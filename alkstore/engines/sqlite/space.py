@@ -8,7 +8,9 @@ worker's sweep loop and ``alkstore sweep``) cuts free pages off the file's end
 here: in write units of at most :data:`RELEASE_PAGES` pages (a few tens of
 milliseconds of write lock each, group-committed with whatever waits, so no
 claim waits behind a long one), keeping :data:`RESERVE_PAGES` free for the
-next inserts, at most :data:`MAX_UNITS` units per sweep (the rest at the next).
+next inserts, at most :data:`MAX_UNITS` units per sweep (the rest at the next),
+then a passive checkpoint, which truncates the main file (WAL mode) unless a
+reader still needs older frames.
 """
 
 from __future__ import annotations
@@ -48,4 +50,6 @@ class SqliteSpace(SqliteConnections):
             total += released
             if released < RELEASE_PAGES:
                 break
+        if total:  # in WAL mode the main file shrinks when a checkpoint reaches the end
+            await self._call(self._read, lambda c: c.execute(Q["space_checkpoint"]).fetchall())
         return total

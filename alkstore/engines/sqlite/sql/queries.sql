@@ -922,3 +922,8 @@ PRAGMA page_count;
 -- 0013; a no-op otherwise). The pragma frees one page per step of the
 -- statement and Python's sqlite3 steps it once per execute: run it per page.
 PRAGMA incremental_vacuum(1);
+
+-- name: space_checkpoint
+-- After pages were given back: copy the WAL into the main file, which a
+-- complete checkpoint truncates to the new size (never waits for readers).
+PRAGMA wal_checkpoint(PASSIVE);
