@@ -27,6 +27,7 @@ import glob
 import os
 import shutil
 import socket
+import sqlite3
 import statistics
 import subprocess
 import tempfile
@@ -98,7 +99,15 @@ async def table_facts(store: alkstore.Store, url: str) -> str:
         path = url.removeprefix("sqlite:///")
         main = os.path.getsize(path)
         wal = os.path.getsize(path + "-wal") if os.path.exists(path + "-wal") else 0
-        return f"file {main / 2**20:7.1f} MiB  wal {wal / 2**20:6.1f} MiB"
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            pages, free, size = (
+                conn.execute(f"PRAGMA {name}").fetchone()[0]
+                for name in ("page_count", "freelist_count", "page_size")
+            )
+        return (  # the main file shrinks to `pages` at the next checkpoint
+            f"pages {pages * size / 2**20:6.1f} MiB  free pages {free:>6,}"
+            f"  file {main / 2**20:6.1f} MiB  wal {wal / 2**20:5.1f} MiB"
+        )
     import psycopg
 
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
@@ -117,7 +126,7 @@ async def table_facts(store: alkstore.Store, url: str) -> str:
     )
 
 
-async def waves(url: str, jobs: int, wave: int, batch: int) -> None:
+async def waves(url: str, jobs: int, wave: int, batch: int, sweep: bool) -> None:
     store = await alkstore.connect(url)
     q = store.queue(QUEUE, QueueOpts(visibility_timeout_s=300))
     paces: list[float] = []
@@ -132,6 +141,8 @@ async def waves(url: str, jobs: int, wave: int, batch: int) -> None:
                 done += await q.ack_batch([h.job.id for h in hs])
             pace = done / (time.perf_counter() - t0)
             paces.append(pace)
+            if sweep:  # what a worker's sweep loop does (SQLite: gives freed pages back)
+                await q.sweep_expired()
             facts = await table_facts(store, url)
             print(f"wave {n + 1:3d}  {pace:9,.0f} jobs/s  {facts}", flush=True)
         print(f"last wave / first wave: {paces[-1] / paces[0]:.2f}")
@@ -229,6 +240,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=3_000_000)
     parser.add_argument("--wave", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument(
+        "--sweep", choices=["on", "off"], default="on", help="sweep_expired() after each wave"
+    )
     parser.add_argument("--rate", type=int, default=2000)
     parser.add_argument("--hold-at", type=float, default=60)
     parser.add_argument("--hold-for", type=float, default=600)
@@ -237,7 +251,7 @@ def main() -> None:
     with target(args.engine, args.autovacuum == "on") as url:
         print(f"{args.scenario} on {args.engine}, autovacuum {args.autovacuum}", flush=True)
         if args.scenario == "waves":
-            asyncio.run(waves(url, args.jobs, args.wave, args.batch))
+            asyncio.run(waves(url, args.jobs, args.wave, args.batch, args.sweep == "on"))
         else:
             asyncio.run(hold(url, args.rate, args.hold_at, args.hold_for, args.tail))
 

@@ -128,7 +128,7 @@ def _checks(table_sql: str) -> list[str]:
 def _sqlite_catalog(path: str) -> dict[str, Any]:
     conn = sqlite3.connect(path)
     try:
-        out: dict[str, Any] = {}
+        out: dict[str, Any] = {"auto_vacuum": conn.execute("PRAGMA auto_vacuum").fetchone()}
         objects = conn.execute(
             "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name"
         ).fetchall()

@@ -37,6 +37,7 @@ from alkstore.engines.sqlite.inserts import insert_debounced, insert_jobs, inser
 from alkstore.engines.sqlite.life import SqliteLife
 from alkstore.engines.sqlite.listener import Listener, listen_locally
 from alkstore.engines.sqlite.migrator import QUERIES as Q
+from alkstore.engines.sqlite.space import SqliteSpace
 from alkstore.engines.sqlite.transaction import SqliteTransaction
 from alkstore.errors import EngineError
 
@@ -46,7 +47,13 @@ log = logging.getLogger("alkstore.sqlite")
 
 
 class SqliteEngine(
-    SqliteFlowControl, SqliteCopying, SqliteHealth, SqliteLife, SqliteDependencies, SqliteBulk
+    SqliteFlowControl,
+    SqliteCopying,
+    SqliteHealth,
+    SqliteLife,
+    SqliteDependencies,
+    SqliteBulk,
+    SqliteSpace,
 ):
     """Storage on one SQLite file, shared safely by many processes on one machine."""
 
@@ -296,7 +303,9 @@ class SqliteEngine(
     async def sweep(
         self, queue: str, retention_s: float | None, expired_error: str
     ) -> tuple[int, int, int, int]:
-        return await self._write_call(self._sweep_unit, queue, retention_s, expired_error)
+        swept = await self._write_call(self._sweep_unit, queue, retention_s, expired_error)
+        await self.reclaim_space()  # the freed pages back to the file system (space.py)
+        return swept
 
     def _next_due(self, conn: sqlite3.Connection, queue: str) -> float | None:
         now = self._clock()

@@ -912,3 +912,21 @@ VALUES (?, ?, ?, ?);
 -- Before a write's COMMIT: the queues where the dependencies trigger made a
 -- child pending (usually none), emptied.
 DELETE FROM alk_deps_woken RETURNING queue;
+
+-- name: space_free_pages
+-- The file's pages on the freelist (freed by deletes, reused by inserts).
+PRAGMA freelist_count;
+
+-- name: space_pages
+PRAGMA page_count;
+
+-- name: space_release_page
+-- One free page cut off the file's end (auto_vacuum=INCREMENTAL, migration
+-- 0013; a no-op otherwise). The pragma frees one page per step of the
+-- statement and Python's sqlite3 steps it once per execute: run it per page.
+PRAGMA incremental_vacuum(1);
+
+-- name: space_checkpoint
+-- After pages were given back: copy the WAL into the main file, which a
+-- complete checkpoint truncates to the new size (never waits for readers).
+PRAGMA wal_checkpoint(PASSIVE);

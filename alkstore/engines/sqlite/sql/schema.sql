@@ -4,6 +4,10 @@
 -- changes the schema changes this file too.
 -- Times are REAL POSIX seconds from the writer's clock; durations are REAL seconds.
 
+-- Freed pages go back to the file system in bounded steps (the sweep's
+-- reclaim, migration 0013); the mode must be set before the first table.
+PRAGMA auto_vacuum = INCREMENTAL;
+
 -- Live jobs. AUTOINCREMENT so an id is never reused, even after the highest
 -- row was acked or moved to the dead table (plain rowids would hand it out again).
 CREATE TABLE alk_jobs (
