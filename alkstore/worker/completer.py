@@ -133,11 +133,25 @@ class Completer:
     async def _flush(self, runs: list[Run]) -> None:
         answers = await self._ack_runs(runs)
         held = self.held
+        # without metrics or a line per success, an acked run is only counted: by
+        # queue here, added up once for the batch
+        quiet = self.metrics is None and not log.isEnabledFor(logging.DEBUG)
+        acked_in: Counter[str] = Counter()
         for run, acked in zip(runs, answers, strict=True):
             held.discard(run)
+            if acked and quiet:
+                acked_in[run.job.queue] += 1
+                continue
             self.record(run, run.name, "success" if acked else "lost", None)
             if not acked and self.history is not None:  # a refused ack is not a success
                 self.history.add(run, "lost", _refused(False))
+        if acked_in:
+            self.counts["success"] += acked_in.total()
+            if self.presence is not None:
+                for queue, n in acked_in.items():
+                    self.presence.count(queue, "success", n)
+            if self._summary_timer is None:
+                self._arm_summary()
         self.room.set()
 
     def _abandon(self, runs: list[Run]) -> None:
