@@ -362,6 +362,7 @@ async def test_worker_loads_an_app_from_a_path_and_takes_options_from_the_enviro
             "ALKSTORE_SCHEMA": target.schema,
             "ALKSTORE_WORKER_POLL_INTERVAL": "0.1",
             "ALKSTORE_WORKER_LOG_FORMAT": "json",
+            "ALKSTORE_WORKER_LOG_LEVEL": "debug",  # a success's own line is DEBUG
             "ALKSTORE_WORKER_ID": "from-env",
         }
         proc = subprocess.Popen(
@@ -385,4 +386,6 @@ async def test_worker_loads_an_app_from_a_path_and_takes_options_from_the_enviro
     records = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     outcomes = [r for r in records if r.get("outcome") == "success"]
     assert outcomes and outcomes[0]["id"] == job_id and outcomes[0]["task"] == "shop.noop"
+    summaries = [r for r in records if "jobs" in r and r["level"] == "info"]
+    assert sum(r.get("success", 0) for r in summaries) == 1  # the INFO summary's fields
     assert any("from-env" in r["message"] for r in records)
