@@ -171,6 +171,7 @@ def main() -> None:
     parser.add_argument("--procs", type=int, default=2)
     parser.add_argument("--engines", default="sqlite,postgres")
     parser.add_argument("--log", default="info", help="log level (the CLI's default: info)")
+    parser.add_argument("--no-limit", action="store_true", help="skip the '+ limit' rows")
     args = parser.parse_args()
     _configure_logging(args.log)
     levels = [int(c) for c in args.concurrency.split(",")]
@@ -181,6 +182,8 @@ def main() -> None:
         rows.append(
             (f"1 process, c={c}", lambda u, s, c=c: asyncio.run(drain_here(u, s, args.jobs, c)))
         )
+        if args.no_limit:
+            continue
         rows.append(
             (
                 f"1 process, c={c} + limit",

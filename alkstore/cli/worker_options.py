@@ -175,7 +175,8 @@ WORKER_OPTIONS: tuple[WorkerOption, ...] = (
     WorkerOption(
         ("--log-level",),
         "ALKSTORE_WORKER_LOG_LEVEL",
-        "warning: only the non-success job lines.",
+        "info: failures one by one and a summary every 10 s; debug: a line per "
+        "success too; warning: only the failures.",
         default="info",
         choices=("debug", "info", "warning", "error"),
     ),

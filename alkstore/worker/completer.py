@@ -8,7 +8,10 @@ arrived while the previous batch was in flight (docs/contract.md, "Ack
 receipts"). A success counts only when the receipt proves it. At the stop it
 gives back the handlers cut off by the end of the grace period. Every outcome
 is counted (``Worker.counts``, the presence history, the metrics) and logged
-here, one line per job. It never runs a handler and never claims.
+here: one line per job at DEBUG for a success, at WARNING for any other
+outcome, and at INFO a summary of the outcomes recorded every
+``SUMMARY_EVERY_S`` (and at the stop), counted from the database's answers.
+It never runs a handler and never claims.
 """
 
 from __future__ import annotations
@@ -35,11 +38,12 @@ if TYPE_CHECKING:
     from alkstore.worker.presence import Presence
     from alkstore.worker.protocols import WorkerApp
 
-__all__ = ["INTERRUPTED", "Completer"]
+__all__ = ["INTERRUPTED", "SUMMARY_EVERY_S", "Completer"]
 
 log = logging.getLogger("alkstore.worker")
 
 INTERRUPTED = "interrupted: the worker stopped before the handler finished"
+SUMMARY_EVERY_S = 10.0  # the INFO summary of recorded outcomes, at most this often
 
 
 class Completer:
@@ -71,6 +75,10 @@ class Completer:
         self.metrics = metrics
         self._acks: Batcher[Run] = Batcher(self._flush, self._abandon)
         self.history: AttemptLog | None = None  # the attempt history's writer (#24)
+        # the INFO summary: the counts as of the last one, and its timer while armed
+        self._summarized: Counter[str] = Counter()
+        self._summary_at = time.monotonic()
+        self._summary_timer: asyncio.TimerHandle | None = None
 
     # -- settling one run -------------------------------------------------------------
     def settle(self, run: Run, outcome: Outcome) -> bool:
@@ -125,11 +133,25 @@ class Completer:
     async def _flush(self, runs: list[Run]) -> None:
         answers = await self._ack_runs(runs)
         held = self.held
+        # without metrics or a line per success, an acked run is only counted: by
+        # queue here, added up once for the batch
+        quiet = self.metrics is None and not log.isEnabledFor(logging.DEBUG)
+        acked_in: Counter[str] = Counter()
         for run, acked in zip(runs, answers, strict=True):
             held.discard(run)
+            if acked and quiet:
+                acked_in[run.job.queue] += 1
+                continue
             self.record(run, run.name, "success" if acked else "lost", None)
             if not acked and self.history is not None:  # a refused ack is not a success
                 self.history.add(run, "lost", _refused(False))
+        if acked_in:
+            self.counts["success"] += acked_in.total()
+            if self.presence is not None:
+                for queue, n in acked_in.items():
+                    self.presence.count(queue, "success", n)
+            if self._summary_timer is None:
+                self._arm_summary()
         self.room.set()
 
     def _abandon(self, runs: list[Run]) -> None:
@@ -200,17 +222,56 @@ class Completer:
         if self.history is not None:
             await self.history.drain()
 
+    # -- the INFO summary ------------------------------------------------------------------
+    def _arm_summary(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a unit test): summarized when asked
+            return
+        delay = max(0.0, self._summary_at + SUMMARY_EVERY_S - time.monotonic())
+        self._summary_timer = loop.call_later(delay, self.summarize)
+
+    def summarize(self) -> None:
+        """Log (INFO) how many outcomes of each kind were recorded since the last
+        summary, if any: each count is an outcome the database confirmed (or
+        ``lost``: refused). The worker calls it once more at its stop."""
+        timer = self._summary_timer
+        if timer is not None:
+            timer.cancel()
+            self._summary_timer = None
+        now = time.monotonic()
+        window = now - self._summary_at
+        since = self.counts - self._summarized
+        self._summarized = self.counts.copy()
+        self._summary_at = now
+        if not since or not log.isEnabledFor(logging.INFO):
+            return
+        total = since.total()
+        parts = " ".join(f"{k}={n}" for k, n in sorted(since.items()))
+        fields: dict[str, object] = {"window_s": round(window, 3), "jobs": total, **since}
+        log.info(
+            "jobs done in %.1fs: %d (%.0f/s) %s",
+            window,
+            total,
+            total / window if window > 0 else 0.0,
+            parts,
+            extra={"alkstore": fields},
+        )
+
     # -- counting and logging -------------------------------------------------------------
     def record(self, run: Run, name: str, outcome: str, error: str | None) -> None:
         """Count and log one outcome (``lost``: the claim lapsed, or the job was
         cancelled, so it is not ours any more)."""
         self.counts[outcome] += 1
+        if self._summary_timer is None:
+            self._arm_summary()
         if outcome == "unknown":  # given back unrun: not a finished run (warned in unknown.py)
             if log.isEnabledFor(logging.DEBUG):
                 self._log(logging.DEBUG, run, name, outcome, None)
             return
         self._observe(run, name, outcome)
-        level = logging.INFO if outcome == "success" else logging.WARNING
+        # a success's own line is DEBUG: at INFO the periodic summary counts it
+        level = logging.DEBUG if outcome == "success" else logging.WARNING
         if log.isEnabledFor(level):
             self._log(level, run, name, outcome, error)
 

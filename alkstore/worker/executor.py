@@ -56,6 +56,7 @@ class Executor:
         self._threads: set[concurrent.futures.Future[Any]] = set()
         self._successes: dict[str, Outcome] = {}  # task name -> its (immutable) success
         self.hooks: JobHooks = getattr(app, "hooks", None) or JobHooks()
+        self._loop: asyncio.AbstractEventLoop | None = None  # the worker's, once running
         # the gatherer of batch tasks' jobs, if the app has any (``batches.py``)
         self.batches: Batches | None = None
         if any(task.batch_size is not None for task in app.tasks.values()):
@@ -77,14 +78,17 @@ class Executor:
         is the worker's stop (not a revoke) is raised: the stop gives the job back."""
         hooks = self.hooks
         if not hooks.failure:  # the plain path: nothing to hand a failure to
-            return await self._execute(run, None)
+            return await self.run_handler(run, None)
         failed: list[BaseException] = []
-        outcome = await self._execute(run, failed)
+        outcome = await self.run_handler(run, failed)
         if failed and outcome.kind in _FAILED:
             await hooks.failed(run.job, failed[0])
         return outcome
 
-    async def _execute(self, run: Run, failed: list[BaseException] | None) -> Outcome:
+    async def run_handler(self, run: Run, failed: list[BaseException] | None) -> Outcome:
+        """:meth:`execute` without the failure hooks (their caller's: the producer
+        awaits this one coroutine per job when the app has none); each exception
+        that made a failed outcome is appended to ``failed`` if given."""
         job = run.job
         name = "?"
         trace = None
@@ -101,7 +105,10 @@ class Executor:
             if run.state is RUNNING:
                 run.state = DONE
             return Outcome(Kind.FAIL, name, "dead", str(e))
-        job._bind(run.handle, asyncio.get_running_loop())  # progress, steps, waits (#24)
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        job._bind(run.handle, loop)  # progress, steps, waits (#24)
         token = set_current(job)
         stopping = False
         timeout: asyncio.Timeout | None = None
@@ -114,7 +121,10 @@ class Executor:
             )
             with span:
                 if task.timeout_s is None:
-                    value = await self._call(task, job, args, kwargs)
+                    if task.is_async and not self.hooks.around:  # one coroutine less
+                        value = await task.fn(*args, **kwargs)
+                    else:
+                        value = await self._call(task, job, args, kwargs)
                 else:
                     async with asyncio.timeout(task.timeout_s) as timeout:
                         value = await self._call(task, job, args, kwargs)

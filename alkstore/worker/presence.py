@@ -60,9 +60,9 @@ class Presence:
         self.host = socket.gethostname()
         self.pid = os.getpid()
 
-    def count(self, queue: str, outcome: str) -> None:
-        """Count one finished run (written at the next beat)."""
-        self.pending[(queue, outcome)] += 1
+    def count(self, queue: str, outcome: str, n: int = 1) -> None:
+        """Count ``n`` finished runs (written at the next beat)."""
+        self.pending[(queue, outcome)] += n
 
     async def beat(self) -> None:
         """Refresh the row, flush the counts, purge long-gone workers, refresh gauges."""

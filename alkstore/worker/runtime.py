@@ -384,6 +384,8 @@ class Worker:
                 raise
         finally:
             await self._quietly(sub.aclose(), "unlisten", judge=False)
+        if self._completer is not None:
+            self._completer.summarize()  # the last window's outcomes
         log.info("worker %s stopped: %s", self.worker_id, dict(self.counts) or "no jobs")
         if stop.forced:
             return 1

@@ -241,7 +241,7 @@ async def test_worker_logs_one_structured_line_per_outcome(
     app_store: alkstore.Store, workers: Workers, target: Any
 ) -> None:
     job_id = await apps.echo.defer(key="log")
-    proc = workers.start()
+    proc = workers.start("--log-level", "debug")  # a success's own line is DEBUG
 
     async def done() -> bool:
         return await _gone(app_store, job_id) and bool(await _keys(app_store, "log"))
@@ -253,6 +253,26 @@ async def test_worker_logs_one_structured_line_per_outcome(
     assert len(lines) == 1
     for field in ("outcome=success", "queue=work", "task=echo", "attempt=1/5", "duration_ms="):
         assert field in lines[0]
+
+
+async def test_worker_summarizes_successes_at_info(
+    app_store: alkstore.Store, workers: Workers, target: Any
+) -> None:
+    ids = [await apps.echo.defer(key=f"sum{i}") for i in range(3)]
+    proc = workers.start()  # the default: INFO
+
+    async def done() -> bool:
+        return all([await _gone(app_store, job_id) for job_id in ids])
+
+    await wait_until(done, what="the jobs")
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(30)
+    log = workers.log(proc)
+    assert "outcome=success" not in log  # no line per success at INFO
+    summaries = [line for line in log.splitlines() if "alkstore.worker: jobs done in " in line]
+    assert summaries and all(" INFO " in line for line in summaries)
+    # each line counts its window's outcomes; the stop logs the last window
+    assert sum(int(line.rsplit(" success=", 1)[1]) for line in summaries) == 3
 
 
 async def test_worker_command_rejects_a_bad_app(target: Any) -> None:
@@ -342,6 +362,7 @@ async def test_worker_loads_an_app_from_a_path_and_takes_options_from_the_enviro
             "ALKSTORE_SCHEMA": target.schema,
             "ALKSTORE_WORKER_POLL_INTERVAL": "0.1",
             "ALKSTORE_WORKER_LOG_FORMAT": "json",
+            "ALKSTORE_WORKER_LOG_LEVEL": "debug",  # a success's own line is DEBUG
             "ALKSTORE_WORKER_ID": "from-env",
         }
         proc = subprocess.Popen(
@@ -365,4 +386,6 @@ async def test_worker_loads_an_app_from_a_path_and_takes_options_from_the_enviro
     records = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     outcomes = [r for r in records if r.get("outcome") == "success"]
     assert outcomes and outcomes[0]["id"] == job_id and outcomes[0]["task"] == "shop.noop"
+    summaries = [r for r in records if "jobs" in r and r["level"] == "info"]
+    assert sum(r.get("success", 0) for r in summaries) == 1  # the INFO summary's fields
     assert any("from-env" in r["message"] for r in records)

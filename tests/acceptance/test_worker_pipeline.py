@@ -164,7 +164,7 @@ async def test_a_gone_row_after_a_failed_ack_is_never_counted_as_success(
         assert worker.counts["success"] == 0 and worker.counts["lost"] == 3
 
 
-async def test_outcome_lines_are_ordinary_records_at_info(target: Target) -> None:
+async def test_outcome_lines_are_ordinary_records(target: Target) -> None:
     app = _app(target)
     records: list[logging.LogRecord] = []
 
@@ -178,10 +178,10 @@ async def test_outcome_lines_are_ordinary_records_at_info(target: Target) -> Non
             worker.stop()
 
     logger = logging.getLogger("alkstore.worker")
-    handler = Keep(logging.INFO)
+    handler = Keep(logging.DEBUG)
     logger.addHandler(handler)
     level = logger.level
-    logger.setLevel(logging.INFO)
+    logger.setLevel(logging.DEBUG)  # a success's own line is DEBUG
     try:
         async with app:
             ids = await ok.defer_many([{"n": i} for i in range(4)])
@@ -193,7 +193,7 @@ async def test_outcome_lines_are_ordinary_records_at_info(target: Target) -> Non
     lines = [r for r in records if r.getMessage().startswith("job outcome=")]
     assert [r.alkstore["id"] for r in lines] == ids  # type: ignore[attr-defined]
     for record, job_id in zip(lines, ids, strict=True):
-        assert record.levelname == "INFO" and record.name == "alkstore.worker"
+        assert record.levelname == "DEBUG" and record.name == "alkstore.worker"
         assert record.funcName == "_log" and record.pathname.endswith("completer.py")
         assert f"id={job_id} " in record.getMessage()
         assert record.alkstore["outcome"] == "success"  # type: ignore[attr-defined]

@@ -100,9 +100,38 @@ def test_a_given_back_unknown_task_is_counted_but_not_logged_at_info(caplog: Any
     completer = _completer(alkstore.App("sqlite:///unused.db"), set(), counts)
     caplog.set_level(logging.INFO, "alkstore.worker")
     completer.record(run, "t", "unknown", None)
+    completer.record(run, "t", "retry", "boom")
+    assert counts == Counter({"unknown": 1, "retry": 1})
+    assert [r.alkstore["outcome"] for r in caplog.records] == ["retry"]  # type: ignore[attr-defined]
+
+
+def test_successes_are_summarized_at_info_and_logged_one_by_one_at_debug(caplog: Any) -> None:
+    counts: Counter[str] = Counter()
+    run = make_run(encode_call("t", {}))
+    completer = _completer(alkstore.App("sqlite:///unused.db"), set(), counts)
+    caplog.set_level(logging.INFO, "alkstore.worker")
     completer.record(run, "t", "success", None)
-    assert counts == Counter({"unknown": 1, "success": 1})
-    assert [r.alkstore["outcome"] for r in caplog.records] == ["success"]  # type: ignore[attr-defined]
+    completer.record(run, "t", "success", None)
+    completer.record(run, "t", "retry", "boom")
+    assert [r.alkstore["outcome"] for r in caplog.records] == ["retry"]  # type: ignore[attr-defined]
+    caplog.clear()
+    completer.summarize()
+    (summary,) = caplog.records
+    assert summary.levelno == logging.INFO
+    assert summary.getMessage().startswith("jobs done in ")
+    assert ": 3 (" in summary.getMessage() and summary.getMessage().endswith(" retry=1 success=2")
+    fields = summary.alkstore  # type: ignore[attr-defined]
+    assert (fields["jobs"], fields["success"], fields["retry"]) == (3, 2, 1)
+    caplog.clear()
+    completer.summarize()  # nothing recorded since: no line
+    assert caplog.records == []
+    caplog.set_level(logging.DEBUG, "alkstore.worker")
+    completer.record(run, "t", "success", None)
+    (line,) = caplog.records
+    assert line.levelno == logging.DEBUG and line.getMessage().startswith("job outcome=success ")
+    caplog.clear()
+    completer.summarize()
+    assert [r.alkstore["jobs"] for r in caplog.records] == [1]  # type: ignore[attr-defined]
 
 
 def test_a_claim_lapsing_by_the_worker_clock_is_revoked() -> None:
