@@ -36,30 +36,23 @@ def claim_steps(
             full["ids"] = json.dumps(params["ids"])
         elif name == "fair_cursors_wait":  # the single writer: nothing to wait for
             return []
-        elif name == "fair_heads":
-            return _heads(conn, full)
+        elif name == "fair_heads":  # every key read in one statement
+            keys = [[k, lim] for k, lim in zip(params["keys"], params["limits"], strict=True)]
+            heads = {"queue": queue, "now": now, "keys": json.dumps(keys)}
+            return conn.execute(
+                Q["fair_heads"], {**heads, "most": max(params["limits"])}
+            ).fetchall()
         elif name == "fair_update":
-            for key, vtime in zip(params["keys"], params["vtimes"], strict=True):
-                conn.execute(Q["fair_move"], {"queue": queue, "key": key, "vtime": vtime})
-            for key in params["pruned"]:
-                conn.execute(Q["fair_drop"], {"queue": queue, "key": key})
+            moves = [[k, v] for k, v in zip(params["keys"], params["vtimes"], strict=True)]
+            if moves:
+                conn.execute(Q["fair_update"], {"queue": queue, "moves": json.dumps(moves)})
+            if params["pruned"]:
+                pruned = {"queue": queue, "keys": json.dumps(params["pruned"])}
+                conn.execute(Q["fair_prune"], pruned)
             return []
         return conn.execute(Q[name], full).fetchall()
 
     return step
-
-
-def _heads(conn: sqlite3.Connection, full: dict[str, Any]) -> Rows:
-    rows: Rows = []
-    for key, lim in zip(full["keys"], full["limits"], strict=True):
-        params = {"queue": full["queue"], "now": full["now"], "key": key, "lim": lim}
-        ids = conn.execute(Q["fair_heads"], params).fetchall()
-        if ids:
-            rows.extend((key, job_id, True) for (job_id,) in ids)
-        else:
-            live = conn.execute(Q["fair_live"], params).fetchone()[0]
-            rows.append((key, None, bool(live)))
-    return rows
 
 
 class SqliteFlowControl(SqliteConnections):
