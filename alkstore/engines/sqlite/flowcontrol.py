@@ -36,12 +36,8 @@ def claim_steps(
             full["ids"] = json.dumps(params["ids"])
         elif name == "fair_cursors_wait":  # the single writer: nothing to wait for
             return []
-        elif name == "fair_heads":  # every key read in one statement
-            keys = [[k, lim] for k, lim in zip(params["keys"], params["limits"], strict=True)]
-            heads = {"queue": queue, "now": now, "keys": json.dumps(keys)}
-            return conn.execute(
-                Q["fair_heads"], {**heads, "most": max(params["limits"])}
-            ).fetchall()
+        elif name == "fair_heads":
+            return _heads(conn, queue, now, params["keys"], params["limits"])
         elif name == "fair_update":
             moves = [[k, v] for k, v in zip(params["keys"], params["vtimes"], strict=True)]
             if moves:
@@ -53,6 +49,29 @@ def claim_steps(
         return conn.execute(Q[name], full).fetchall()
 
     return step
+
+
+def _heads(
+    conn: sqlite3.Connection, queue: str, now: float, keys: list[str], limits: list[int]
+) -> Rows:
+    """``fair_heads``: every key's heads read by one statement, each key's own limit
+    and claim order kept here; one more statement only if some key had none."""
+    params = {"queue": queue, "now": now, "keys": json.dumps(keys), "most": max(limits)}
+    found: dict[str, list[tuple[int, float, int]]] = {key: [] for key in keys}
+    for key, job_id, priority, run_at in conn.execute(Q["fair_heads"], params):
+        found[key].append((-priority, run_at, job_id))
+    rows: Rows = []
+    empty = [key for key in keys if not found[key]]
+    live = set()
+    if empty:
+        params["keys"] = json.dumps(empty)
+        live = {key for (key,) in conn.execute(Q["fair_live"], params)}
+    for key, lim in zip(keys, limits, strict=True):
+        heads = sorted(found[key])[:lim]
+        rows.extend((key, job_id, True) for _, _, job_id in heads)
+        if not heads:
+            rows.append((key, None, key in live))
+    return rows
 
 
 class SqliteFlowControl(SqliteConnections):

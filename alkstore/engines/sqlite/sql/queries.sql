@@ -215,46 +215,41 @@ LIMIT :window;
 
 -- name: fair_heads
 -- A fair claim, step 2, every key read in one statement: per key of the JSON
--- array :keys ([key, limit] in cursor order), its best `limit` claimable jobs in
--- claim order; a key with none gives one row with id NULL and whether it still
--- has live jobs (running or delayed). Each key's probe walks its own index
--- entries (both arms on their own partial index, merged by the compound ORDER
--- BY); SQLite's LIMIT cannot name the outer row, so a probe reads at most
--- :most (the largest limit) and row_number() keeps each key's own limit.
-WITH k(ord, key, lim) AS MATERIALIZED (
-    SELECT key, value ->> 0, value ->> 1 FROM json_each(:keys)
-), heads AS MATERIALIZED (
-    SELECT k.ord, k.key, k.lim, h.id,
-           row_number() OVER (PARTITION BY k.ord
-                              ORDER BY h.priority DESC, h.run_at, h.id) AS j
-    FROM k LEFT JOIN alk_jobs AS h ON h.id IN (
-        SELECT id FROM (
-            SELECT id, priority, run_at FROM alk_jobs INDEXED BY alk_jobs_fair
-            WHERE queue = :queue AND partition_key = k.key AND state = 'pending'
-              AND run_at <= :now AND (expires_at IS NULL OR expires_at > :now)
-            UNION ALL
-            SELECT id, priority, run_at FROM alk_jobs INDEXED BY alk_jobs_partition
-            WHERE queue = :queue AND partition_key = k.key AND state = 'processing'
-              AND claim_expires_at < :now AND attempts < max_attempts
-              AND (expires_at IS NULL OR expires_at > :now)
-            ORDER BY priority DESC, run_at, id
-            LIMIT :most))
-)
-SELECT key, id,
-       id IS NOT NULL
-       OR EXISTS (SELECT 1 FROM alk_jobs INDEXED BY alk_jobs_fair
-                  WHERE queue = :queue AND partition_key = heads.key AND state = 'pending')
-       OR EXISTS (SELECT 1 FROM alk_jobs INDEXED BY alk_jobs_partition
-                  WHERE queue = :queue AND partition_key = heads.key AND state = 'processing')
-FROM heads WHERE j <= lim
-ORDER BY ord, j;
+-- array :keys, its best :most claimable jobs (both arms on their own partial
+-- index, merged by the compound ORDER BY, so each probe stops after :most
+-- entries). SQLite's LIMIT cannot name the outer row: the engine keeps each
+-- key's own limit of these, in claim order (priority, run_at, id come along).
+SELECT k.value, h.id, h.priority, h.run_at
+FROM json_each(:keys) AS k JOIN alk_jobs AS h ON h.id IN (
+    SELECT id FROM (
+        SELECT id, priority, run_at FROM alk_jobs INDEXED BY alk_jobs_fair
+        WHERE queue = :queue AND partition_key = k.value AND state = 'pending'
+          AND run_at <= :now AND (expires_at IS NULL OR expires_at > :now)
+        UNION ALL
+        SELECT id, priority, run_at FROM alk_jobs INDEXED BY alk_jobs_partition
+        WHERE queue = :queue AND partition_key = k.value AND state = 'processing'
+          AND claim_expires_at < :now AND attempts < max_attempts
+          AND (expires_at IS NULL OR expires_at > :now)
+        ORDER BY priority DESC, run_at, id
+        LIMIT :most));
+
+-- name: fair_live
+-- The keys of :keys (a JSON array; keys without claimable jobs) that still have
+-- live jobs (running or delayed).
+SELECT k.value FROM json_each(:keys) AS k
+WHERE EXISTS (SELECT 1 FROM alk_jobs INDEXED BY alk_jobs_fair
+              WHERE queue = :queue AND partition_key = k.value AND state = 'pending')
+   OR EXISTS (SELECT 1 FROM alk_jobs INDEXED BY alk_jobs_partition
+              WHERE queue = :queue AND partition_key = k.value AND state = 'processing');
 
 -- name: fair_update
 -- A fair claim, last step, in one statement each: the served keys' new vtime
 -- (the JSON array :moves of [key, vtime])...
-UPDATE alk_fair SET vtime = m.value ->> 1
-FROM json_each(:moves) AS m
-WHERE alk_fair.queue = :queue AND alk_fair.partition_key = m.value ->> 0;
+-- (each cursor found by its primary key, never a scan of the queue's cursors).
+UPDATE alk_fair
+SET vtime = (SELECT m.value ->> 1 FROM json_each(:moves) AS m
+             WHERE m.value ->> 0 = alk_fair.partition_key)
+WHERE queue = :queue AND partition_key IN (SELECT value ->> 0 FROM json_each(:moves));
 
 -- name: fair_prune
 -- ...and the cursors of the keys of :keys (a JSON array) without live jobs dropped.
