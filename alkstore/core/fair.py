@@ -38,7 +38,8 @@ to this flow by ``tests/contract/test_fair_order.py``.
 
 from __future__ import annotations
 
-import math
+import heapq
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -50,6 +51,7 @@ from alkstore.errors import InvalidArgumentError
 
 __all__ = [
     "FAIR_SLACK",
+    "FAIR_SPARE",
     "WEIGHT_MAX",
     "Cursor",
     "FairPlan",
@@ -60,8 +62,11 @@ __all__ = [
     "plan",
 ]
 
-# A claim of n reads n + FAIR_SLACK key cursors (keys with nothing due take a slot).
+# A claim of n reads n + FAIR_SLACK key cursors (keys with nothing due take a slot)
+# and probes the keys of the n + FAIR_SPARE smallest finish tags among them: the
+# spare turns go to the next keys when a key read has nothing due.
 FAIR_SLACK = 8
+FAIR_SPARE = 2
 WEIGHT_MAX = 1_000_000.0
 
 
@@ -117,10 +122,21 @@ class FairPlan(NamedTuple):
 
 
 def head_limits(cursors: Sequence[Cursor], n: int) -> list[int]:
-    """How many heads to read per key: twice its weighted share of ``n`` (plus one),
-    at most ``n`` (a key can never give more than the whole claim)."""
-    total = sum(c.weight for c in cursors) or 1.0
-    return [min(n, math.ceil(2 * n * c.weight / total) + 1) for c in cursors]
+    """How many heads to read per key: how many of the ``n + FAIR_SPARE`` smallest
+    finish tags (``vtime + j / weight``, ties in cursor order) are its, as if every
+    key had jobs enough. 0: the key is not read at all (its turn comes later), so
+    a claim probes about as many keys as it takes jobs, not the whole window."""
+    want = n + FAIR_SPARE
+    slots = heapq.nsmallest(
+        want,
+        (
+            (c.vtime + j / c.weight, rank)
+            for rank, c in enumerate(cursors)
+            for j in range(1, want + 1)
+        ),
+    )
+    counts = Counter(rank for _, rank in slots)
+    return [counts.get(rank, 0) for rank in range(len(cursors))]
 
 
 def plan(cursors: Sequence[Cursor], heads: Iterable[tuple[Any, ...]]) -> FairPlan:
@@ -184,8 +200,9 @@ def fair_claim(n: int, partition_limit: int | None) -> Flow[Rows]:
     busy: dict[str, int] | None = None
     keys_of: dict[int, str] = {}
     if cursors:
-        keys = [c.key for c in cursors]
-        heads = yield ("fair_heads", {"keys": keys, "limits": head_limits(cursors, n)})
+        read = [(c.key, lim) for c, lim in zip(cursors, head_limits(cursors, n), strict=True)]
+        keys, limits = [k for k, lim in read if lim], [lim for _, lim in read if lim]
+        heads = yield ("fair_heads", {"keys": keys, "limits": limits})
         fair = plan(cursors, heads)
         keys_of = dict(fair.order)
         if partition_limit is not None and fair.order:

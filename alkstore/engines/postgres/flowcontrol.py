@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 
-from alkstore.core.fair import FAIR_SLACK
+from alkstore.core.fair import FAIR_SLACK, FAIR_SPARE
 from alkstore.core.flow import Claimed
 from alkstore.core.job import Row
 from alkstore.core.limited_claim import limited_claim
@@ -73,6 +73,7 @@ class PostgresFlowControl(PostgresOutbox):
                 "worker": worker_id,
                 "n": n,
                 "window": n + FAIR_SLACK,
+                "spare": FAIR_SPARE,
                 "exhausted_error": exhausted_error,
             }
         )
