@@ -39,9 +39,13 @@ def claim_steps(
         elif name == "fair_heads":
             return _heads(conn, queue, now, params["keys"], params["limits"])
         elif name == "fair_update":
-            moves = [[k, v] for k, v in zip(params["keys"], params["vtimes"], strict=True)]
-            if moves:
-                conn.execute(Q["fair_update"], {"queue": queue, "moves": json.dumps(moves)})
+            conn.executemany(
+                Q["fair_move"],
+                [
+                    {"queue": queue, "key": key, "vtime": vtime}
+                    for key, vtime in zip(params["keys"], params["vtimes"], strict=True)
+                ],
+            )
             if params["pruned"]:
                 pruned = {"queue": queue, "keys": json.dumps(params["pruned"])}
                 conn.execute(Q["fair_prune"], pruned)

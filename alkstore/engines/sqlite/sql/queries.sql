@@ -242,17 +242,14 @@ WHERE EXISTS (SELECT 1 FROM alk_jobs INDEXED BY alk_jobs_fair
    OR EXISTS (SELECT 1 FROM alk_jobs INDEXED BY alk_jobs_partition
               WHERE queue = :queue AND partition_key = k.value AND state = 'processing');
 
--- name: fair_update
--- A fair claim, last step, in one statement each: the served keys' new vtime
--- (the JSON array :moves of [key, vtime])...
--- (each cursor found by its primary key, never a scan of the queue's cursors).
-UPDATE alk_fair
-SET vtime = (SELECT m.value ->> 1 FROM json_each(:moves) AS m
-             WHERE m.value ->> 0 = alk_fair.partition_key)
-WHERE queue = :queue AND partition_key IN (SELECT value ->> 0 FROM json_each(:moves));
+-- name: fair_move
+-- A fair claim, last step: a served key's new vtime (run for every served key
+-- in one executemany: a primary-key update each, the cheapest form measured).
+UPDATE alk_fair SET vtime = :vtime WHERE queue = :queue AND partition_key = :key;
 
 -- name: fair_prune
--- ...and the cursors of the keys of :keys (a JSON array) without live jobs dropped.
+-- A fair claim, last step too: the cursors of the keys of :keys (a JSON array)
+-- found without live jobs dropped.
 DELETE FROM alk_fair WHERE queue = :queue AND partition_key IN (SELECT value FROM json_each(:keys));
 
 -- name: set_fair
