@@ -21,7 +21,9 @@ Steps (the engine adds the queue, its clock and the worker):
   a short wait keeps the turns fair where taking the plain order would not)
 - ``fair_heads(keys, limits)`` → ``(key, id, live)``: up to ``limits[i]``
   claimable jobs of ``keys[i]`` in claim order; a key with none gives one row
-  ``(key, None, live)``, ``live`` saying whether it still has any live job
+  ``(key, None, live)``, ``live`` saying whether it still has any live job.
+  Only the keys :func:`head_limits` gives a turn are asked for (about one per
+  job claimed), so a claim's probes do not grow with the window of cursors
 - ``running_partitions()``, ``claim_ids(ids)``: as in ``core.limited_claim``
 - ``fair_update(keys, vtimes, pruned)`` → nothing; new ``vtime`` per key, and
   the cursors of keys without live jobs dropped
@@ -124,8 +126,9 @@ class FairPlan(NamedTuple):
 def head_limits(cursors: Sequence[Cursor], n: int) -> list[int]:
     """How many heads to read per key: how many of the ``n + FAIR_SPARE`` smallest
     finish tags (``vtime + j / weight``, ties in cursor order) are its, as if every
-    key had jobs enough. 0: the key is not read at all (its turn comes later), so
-    a claim probes about as many keys as it takes jobs, not the whole window."""
+    key had jobs enough, at most ``n``. 0: the key is not read at all (its turn
+    comes later), so a claim probes about as many keys as it takes jobs, not the
+    whole window."""
     want = n + FAIR_SPARE
     slots = heapq.nsmallest(
         want,
@@ -136,7 +139,7 @@ def head_limits(cursors: Sequence[Cursor], n: int) -> list[int]:
         ),
     )
     counts = Counter(rank for _, rank in slots)
-    return [counts.get(rank, 0) for rank in range(len(cursors))]
+    return [min(n, counts.get(rank, 0)) for rank in range(len(cursors))]
 
 
 def plan(cursors: Sequence[Cursor], heads: Iterable[tuple[Any, ...]]) -> FairPlan:

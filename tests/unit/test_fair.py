@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from alkstore.core.fair import FAIR_SPARE, Cursor, advance, fair_claim, head_limits, plan
+from alkstore.core.fair import Cursor, advance, fair_claim, head_limits, plan
 from alkstore.core.steps import Rows, run_steps_sync
 
 
@@ -34,10 +34,10 @@ def test_only_claimed_jobs_advance_a_key() -> None:
 
 def test_head_limits_are_each_keys_share_of_the_smallest_finish_tags() -> None:
     cursors = [Cursor("a", 0, 1.0), Cursor("b", 0, 1.0), Cursor("c", 0, 8.0)]
-    # n + FAIR_SPARE = 12 slots: c's tags 1/8 .. 7/8, then 1.0 for a, b, c (cursor
+    # n + FAIR_SPARE (2) = 12 slots: c's tags 1/8 .. 7/8, then 1.0 for a, b, c (cursor
     # order), then c's 9/8 and 10/8
     assert head_limits(cursors, 10) == [1, 1, 10]
-    assert head_limits([Cursor("a", 0, 1.0)], 1) == [1 + FAIR_SPARE]
+    assert head_limits([Cursor("a", 0, 1.0)], 1) == [1]  # never more than the claim
 
 
 def test_keys_beyond_the_claims_turns_are_not_read() -> None:
