@@ -640,7 +640,8 @@ FROM (SELECT 'busy' AS marker, NULL::text AS key FROM busy WHERE b
       SELECT 'empty', key FROM quiet WHERE NOT live) AS q;
 
 -- name: generic_plan
--- fair_claim's transaction, first: plan it once per connection (its prepared
+-- fair_claim's explicit transaction (taken only after fair_cursors_wait; the
+-- usual claim takes generic_plan_here), first: plan it once per connection (its prepared
 -- statement's generic plan) instead of at every call. Left to itself the server
 -- keeps choosing custom plans for fair_claim, ~2 ms of planning per claim against
 -- ~1.5 ms of execution; the generic plan walks the same indexes (the parameters
