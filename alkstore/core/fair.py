@@ -41,7 +41,6 @@ to this flow by ``tests/contract/test_fair_order.py``.
 from __future__ import annotations
 
 import heapq
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -129,17 +128,18 @@ def head_limits(cursors: Sequence[Cursor], n: int) -> list[int]:
     key had jobs enough, at most ``n``. 0: the key is not read at all (its turn
     comes later), so a claim probes about as many keys as it takes jobs, not the
     whole window."""
-    want = n + FAIR_SPARE
-    slots = heapq.nsmallest(
-        want,
-        (
-            (c.vtime + j / c.weight, rank)
-            for rank, c in enumerate(cursors)
-            for j in range(1, want + 1)
-        ),
-    )
-    counts = Counter(rank for _, rank in slots)
-    return [min(n, counts.get(rank, 0)) for rank in range(len(cursors))]
+    counts = [0] * len(cursors)
+    if not cursors:
+        return counts
+    # each key's tags rise with j: merge them (a heap of each key's next tag)
+    heap = [(c.vtime + 1 / c.weight, rank, 1) for rank, c in enumerate(cursors)]
+    heapq.heapify(heap)
+    for _ in range(n + FAIR_SPARE):
+        _, rank, j = heap[0]
+        counts[rank] = j
+        c = cursors[rank]
+        heapq.heapreplace(heap, (c.vtime + (j + 1) / c.weight, rank, j + 1))
+    return [min(n, k) for k in counts]
 
 
 def plan(cursors: Sequence[Cursor], heads: Iterable[tuple[Any, ...]]) -> FairPlan:
