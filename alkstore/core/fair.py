@@ -21,7 +21,9 @@ Steps (the engine adds the queue, its clock and the worker):
   a short wait keeps the turns fair where taking the plain order would not)
 - ``fair_heads(keys, limits)`` → ``(key, id, live)``: up to ``limits[i]``
   claimable jobs of ``keys[i]`` in claim order; a key with none gives one row
-  ``(key, None, live)``, ``live`` saying whether it still has any live job
+  ``(key, None, live)``, ``live`` saying whether it still has any live job.
+  Only the keys :func:`head_limits` gives a turn are asked for (about one per
+  job claimed), so a claim's probes do not grow with the window of cursors
 - ``running_partitions()``, ``claim_ids(ids)``: as in ``core.limited_claim``
 - ``fair_update(keys, vtimes, pruned)`` → nothing; new ``vtime`` per key, and
   the cursors of keys without live jobs dropped
@@ -38,7 +40,7 @@ to this flow by ``tests/contract/test_fair_order.py``.
 
 from __future__ import annotations
 
-import math
+import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -50,6 +52,7 @@ from alkstore.errors import InvalidArgumentError
 
 __all__ = [
     "FAIR_SLACK",
+    "FAIR_SPARE",
     "WEIGHT_MAX",
     "Cursor",
     "FairPlan",
@@ -60,8 +63,11 @@ __all__ = [
     "plan",
 ]
 
-# A claim of n reads n + FAIR_SLACK key cursors (keys with nothing due take a slot).
+# A claim of n reads n + FAIR_SLACK key cursors (keys with nothing due take a slot)
+# and probes the keys of the n + FAIR_SPARE smallest finish tags among them: the
+# spare turns go to the next keys when a key read has nothing due.
 FAIR_SLACK = 8
+FAIR_SPARE = 2
 WEIGHT_MAX = 1_000_000.0
 
 
@@ -117,10 +123,23 @@ class FairPlan(NamedTuple):
 
 
 def head_limits(cursors: Sequence[Cursor], n: int) -> list[int]:
-    """How many heads to read per key: twice its weighted share of ``n`` (plus one),
-    at most ``n`` (a key can never give more than the whole claim)."""
-    total = sum(c.weight for c in cursors) or 1.0
-    return [min(n, math.ceil(2 * n * c.weight / total) + 1) for c in cursors]
+    """How many heads to read per key: how many of the ``n + FAIR_SPARE`` smallest
+    finish tags (``vtime + j / weight``, ties in cursor order) are its, as if every
+    key had jobs enough, at most ``n``. 0: the key is not read at all (its turn
+    comes later), so a claim probes about as many keys as it takes jobs, not the
+    whole window."""
+    counts = [0] * len(cursors)
+    if not cursors:
+        return counts
+    # each key's tags rise with j: merge them (a heap of each key's next tag)
+    heap = [(c.vtime + 1 / c.weight, rank, 1) for rank, c in enumerate(cursors)]
+    heapq.heapify(heap)
+    for _ in range(n + FAIR_SPARE):
+        _, rank, j = heap[0]
+        counts[rank] = j
+        c = cursors[rank]
+        heapq.heapreplace(heap, (c.vtime + (j + 1) / c.weight, rank, j + 1))
+    return [min(n, k) for k in counts]
 
 
 def plan(cursors: Sequence[Cursor], heads: Iterable[tuple[Any, ...]]) -> FairPlan:
@@ -184,8 +203,9 @@ def fair_claim(n: int, partition_limit: int | None) -> Flow[Rows]:
     busy: dict[str, int] | None = None
     keys_of: dict[int, str] = {}
     if cursors:
-        keys = [c.key for c in cursors]
-        heads = yield ("fair_heads", {"keys": keys, "limits": head_limits(cursors, n)})
+        read = [(c.key, lim) for c, lim in zip(cursors, head_limits(cursors, n), strict=True)]
+        keys, limits = [k for k, lim in read if lim], [lim for _, lim in read if lim]
+        heads = yield ("fair_heads", {"keys": keys, "limits": limits})
         fair = plan(cursors, heads)
         keys_of = dict(fair.order)
         if partition_limit is not None and fair.order:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
@@ -164,7 +165,7 @@ async def _outputs(procs: list[Any]) -> list[Any]:
 
 @pytest.mark.slow
 async def test_eight_processes_enqueueing_one_key_make_exactly_one_job_with_a_last_payload(
-    store: alkstore.Store, target: Any, qname: str
+    store: alkstore.Store, target: Any, qname: str, clock: Clock
 ) -> None:
     args = [["debounce", target.url, target.schema, qname, "key", "125", "3600"]] * 8
     outputs = await _outputs(await _run(target, *args))
@@ -177,6 +178,11 @@ async def test_eight_processes_enqueueing_one_key_make_exactly_one_job_with_a_la
     assert job.payload.decode() in lasts  # so the last commit's
     info = await store.queue(qname).info()
     assert info.pending + info.delayed == 1
+    clock.now = time.time() + 3601  # past the last enqueue's debounce delay: it runs once
+    ran = await store.queue(qname).claim_batch("w", 10)
+    assert [(h.job.id, h.job.payload) for h in ran] == [(job.id, job.payload)]
+    await ran[0].ack()
+    assert await store.queue(qname).claim_batch("w", 10) == []
 
 
 @pytest.mark.slow

@@ -32,10 +32,23 @@ def test_only_claimed_jobs_advance_a_key() -> None:
     assert advance(cursors, fair, [1, 2]) == (["a"], [0.5])
 
 
-def test_head_limits_follow_the_weighted_share_and_never_exceed_the_claim() -> None:
+def test_head_limits_are_each_keys_share_of_the_smallest_finish_tags() -> None:
     cursors = [Cursor("a", 0, 1.0), Cursor("b", 0, 1.0), Cursor("c", 0, 8.0)]
-    assert head_limits(cursors, 10) == [3, 3, 10]
-    assert head_limits([Cursor("a", 0, 1.0)], 1) == [1]
+    # n + FAIR_SPARE (2) = 12 slots: c's tags 1/8 .. 7/8, then 1.0 for a, b, c (cursor
+    # order), then c's 9/8 and 10/8
+    assert head_limits(cursors, 10) == [1, 1, 10]
+    assert head_limits([Cursor("a", 0, 1.0)], 1) == [1]  # never more than the claim
+
+
+def test_keys_beyond_the_claims_turns_are_not_read() -> None:
+    cursors = [Cursor(f"k{i}", i * 0.05, 1.0) for i in range(18)]  # n + FAIR_SLACK read
+    limits = head_limits(cursors, 10)
+    assert limits == [1] * 12 + [0] * 6  # 12 turns: one each for the first 12 keys
+    steps = _Fake({f"k{i}": [i * 10 + 1, i * 10 + 2] for i in range(18)}, unkeyed=[])
+    steps.vtime = {c.key: c.vtime for c in cursors}
+    got = run_steps_sync(fair_claim(10, None), steps.step)
+    assert [row[0] for row in got] == [i * 10 + 1 for i in range(10)]
+    assert steps.read == [f"k{i}" for i in range(12)]
 
 
 class _Fake:
@@ -46,6 +59,7 @@ class _Fake:
         self.unkeyed = unkeyed
         self.vtime = dict.fromkeys(jobs, 0.0)
         self.steps: list[str] = []
+        self.read: list[str] = []  # the keys fair_heads was asked for
 
     def step(self, name: str, params: dict[str, Any]) -> Rows:
         self.steps.append(name)
@@ -55,6 +69,7 @@ class _Fake:
             ordered = sorted(self.vtime, key=lambda k: (self.vtime[k], k))
             return [(k, self.vtime[k], 1.0) for k in ordered[: params["window"]]]
         if name == "fair_heads":
+            self.read += params["keys"]
             rows: Rows = []
             for key, lim in zip(params["keys"], params["limits"], strict=True):
                 ids = self.jobs[key][:lim]

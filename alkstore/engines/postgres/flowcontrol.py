@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 
-from alkstore.core.fair import FAIR_SLACK
+from alkstore.core.fair import FAIR_SLACK, FAIR_SPARE
 from alkstore.core.flow import Claimed
 from alkstore.core.job import Row
 from alkstore.core.limited_claim import limited_claim
@@ -73,6 +73,7 @@ class PostgresFlowControl(PostgresOutbox):
                 "worker": worker_id,
                 "n": n,
                 "window": n + FAIR_SLACK,
+                "spare": FAIR_SPARE,
                 "exhausted_error": exhausted_error,
             }
         )
@@ -102,20 +103,24 @@ class PostgresFlowControl(PostgresOutbox):
     async def _fair_claim_generic(self, params: dict[str, Any]) -> list[Row]:
         """``fair_claim`` on its generic plan: its prepared statement is planned once
         per connection, not at every call (left to itself the server keeps making
-        custom plans for it, ~2 ms each: docs/benchmarks.md). ``SET LOCAL`` in the
-        statement's own transaction, so nothing else on the connection changes; one
-        pipeline, so the transaction costs no extra round trips. Only once the
-        planner has statistics for its tables: a generic plan made without them
-        reads every key cursor per claim (custom plans fare better then)."""
+        custom plans for it, ~2 ms each: docs/benchmarks.md). The setting is local
+        to the statement's own transaction, so nothing else on the connection
+        changes: the two statements go in one pipeline with no Sync between, which
+        the server runs as one implicit transaction (no BEGIN/COMMIT to send, no
+        extra round trip); the rows are read inside the pipeline, whose exit
+        reports a failed commit. Only once the planner has statistics for its
+        tables: a generic plan made without them reads every key cursor per claim
+        (custom plans fare better then)."""
         if not await self._fair_planned():
             return await self._fetchall("fair_claim", params)
         pool = self.check_open()
         try:
             async with pool.connection() as conn:
-                async with conn.pipeline(), conn.transaction():
-                    await conn.execute(self.q["generic_plan"])
+                async with conn.pipeline():
+                    await conn.execute(self.q["generic_plan_here"])
                     cur = await conn.execute(self.q["fair_claim"], self.timed(params), binary=True)
-                return await cur.fetchall()
+                    rows = await cur.fetchall()
+                return rows
         except psycopg.Error as e:
             raise await self.failure(e, "claim") from e
 

@@ -37,28 +37,44 @@ def claim_steps(
         elif name == "fair_cursors_wait":  # the single writer: nothing to wait for
             return []
         elif name == "fair_heads":
-            return _heads(conn, full)
+            return _heads(conn, queue, now, params["keys"], params["limits"])
         elif name == "fair_update":
-            for key, vtime in zip(params["keys"], params["vtimes"], strict=True):
-                conn.execute(Q["fair_move"], {"queue": queue, "key": key, "vtime": vtime})
-            for key in params["pruned"]:
-                conn.execute(Q["fair_drop"], {"queue": queue, "key": key})
+            conn.executemany(
+                Q["fair_move"],
+                [
+                    {"queue": queue, "key": key, "vtime": vtime}
+                    for key, vtime in zip(params["keys"], params["vtimes"], strict=True)
+                ],
+            )
+            if params["pruned"]:
+                pruned = {"queue": queue, "keys": json.dumps(params["pruned"])}
+                conn.execute(Q["fair_prune"], pruned)
             return []
         return conn.execute(Q[name], full).fetchall()
 
     return step
 
 
-def _heads(conn: sqlite3.Connection, full: dict[str, Any]) -> Rows:
+def _heads(
+    conn: sqlite3.Connection, queue: str, now: float, keys: list[str], limits: list[int]
+) -> Rows:
+    """``fair_heads``: every key's heads read by one statement, each key's own limit
+    and claim order kept here; one more statement only if some key had none."""
+    params = {"queue": queue, "now": now, "keys": json.dumps(keys), "most": max(limits)}
+    found: dict[str, list[tuple[int, float, int]]] = {key: [] for key in keys}
+    for key, job_id, priority, run_at in conn.execute(Q["fair_heads"], params):
+        found[key].append((-priority, run_at, job_id))
     rows: Rows = []
-    for key, lim in zip(full["keys"], full["limits"], strict=True):
-        params = {"queue": full["queue"], "now": full["now"], "key": key, "lim": lim}
-        ids = conn.execute(Q["fair_heads"], params).fetchall()
-        if ids:
-            rows.extend((key, job_id, True) for (job_id,) in ids)
-        else:
-            live = conn.execute(Q["fair_live"], params).fetchone()[0]
-            rows.append((key, None, bool(live)))
+    empty = [key for key in keys if not found[key]]
+    live = set()
+    if empty:
+        params["keys"] = json.dumps(empty)
+        live = {key for (key,) in conn.execute(Q["fair_live"], params)}
+    for key, lim in zip(keys, limits, strict=True):
+        heads = sorted(found[key])[:lim]
+        rows.extend((key, job_id, True) for _, _, job_id in heads)
+        if not heads:
+            rows.append((key, None, key in live))
     return rows
 
 

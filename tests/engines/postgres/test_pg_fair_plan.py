@@ -72,3 +72,27 @@ async def test_the_fair_claim_runs_on_its_generic_plan_once_its_tables_are_analy
     await _claims(q, 12)
     # left to itself the server makes a custom plan at every claim for this statement
     assert await _plans(engine) == (12, 0)
+
+
+async def test_the_generic_plan_setting_ends_with_the_claims_transaction(
+    fair_store: alkstore.Store, pg_url: str
+) -> None:
+    q = fair_store.queue("tenants")
+    for k in range(50):
+        await q.enqueue_many([b"x"] * 4, EnqueueOpts(partition_key=f"t{k:03}"))
+    await q.set_fair()
+    engine = fair_store._engine
+    assert isinstance(engine, PostgresEngine)
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        for table in ("alk_jobs", "alk_fair"):
+            admin.execute(
+                sql.SQL("ANALYZE {}.{}").format(
+                    sql.Identifier(engine.schema), sql.Identifier(table)
+                )
+            )
+    await _claims(q, 3)
+    assert (await _plans(engine))[0] == 3  # the claims ran on the generic plan...
+    pool = engine.check_open()
+    async with pool.connection() as conn:  # ...and the pool's one connection is as it was
+        cur = await conn.execute("SELECT current_setting('plan_cache_mode')")
+        assert await cur.fetchall() == [("auto",)]

@@ -454,12 +454,14 @@ SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM dropped);
 --     marker row (id NULL, state 'regate'): the engine takes `claim` instead;
 --   cur: the :window key cursors of smallest vtime, locked SKIP LOCKED (two
 --     claims never serve one key);
---   fresh: those whose vtime is still what this statement's snapshot saw (a
+--   keyed: those whose vtime is still what this statement's snapshot saw (a
 --     cursor another claim moved after the snapshot was taken has stale heads
 --     here: it is left alone, as if locked), with weight and rank;
---   heads: per key, its best head_limits() claimable jobs (one probe of
---     alk_jobs_fair, one of alk_jobs_partition for lapsed claims), each with
---     its finish tag vtime + j / weight;
+--   fresh: the keys to probe and how deep, head_limits(): each key's share of
+--     the :n + :spare smallest finish tags (about one key per job claimed);
+--   heads: per key probed, its best `lim` claimable jobs (one probe of
+--     alk_jobs_fair; one of alk_jobs_partition for lapsed claims only if the
+--     queue has any, `lapsing`), each with its finish tag vtime + j / weight;
 --   chosen/picked: the :n smallest (tag, rank, id), locked SKIP LOCKED and
 --     re-checked as claimable;
 --   quiet: keys without heads, and whether they still have live jobs;
@@ -508,11 +510,24 @@ WITH gate AS MATERIALIZED (
     WHERE cur.vtime = (SELECT s.vtime FROM {schema}.alk_fair AS s  -- as the snapshot saw it
                        WHERE s.queue = %(queue)s AND s.partition_key = cur.key)
 ), fresh AS MATERIALIZED (
-    SELECT k.*, LEAST(%(n)s, ceil(2 * %(n)s * k.weight / t.total)::integer + 1) AS lim
-    FROM keyed AS k, (SELECT COALESCE(sum(weight), 1.0) AS total FROM keyed) AS t
+    -- head_limits(): each key's count of the :n + :spare smallest finish tags, as
+    -- if every key had jobs enough (at most :n); a key without one is not probed
+    SELECT k.*, s.lim FROM keyed AS k JOIN (
+        SELECT t.key, LEAST(count(*), %(n)s)::integer AS lim FROM (
+            SELECT k.key FROM keyed AS k CROSS JOIN generate_series(1, %(n)s::integer + %(spare)s::integer) AS g(j)
+            ORDER BY k.vtime + g.j::float8 / k.weight, k.rank
+            LIMIT %(n)s::integer + %(spare)s::integer
+        ) AS t GROUP BY t.key
+    ) AS s ON s.key = k.key
 ), busy AS MATERIALIZED (
-    SELECT NOT %(waited)s AND (SELECT ok FROM open) AND NOT EXISTS (SELECT 1 FROM fresh)
+    SELECT NOT %(waited)s AND (SELECT ok FROM open) AND NOT EXISTS (SELECT 1 FROM keyed)
            AND EXISTS (SELECT 1 FROM {schema}.alk_fair WHERE queue = %(queue)s) AS b
+), lapsing AS MATERIALIZED (
+    -- whether the queue has any lapsed claim to take over (one probe of
+    -- alk_jobs_processing, usually empty): only then is any key's lapsed arm read
+    SELECT EXISTS (SELECT 1 FROM {schema}.alk_jobs
+                   WHERE queue = %(queue)s AND state = 'processing' AND claim_expires_at < {now}
+                     AND attempts < max_attempts) AS found
 ), heads AS MATERIALIZED (
     SELECT f.key, f.rank, h.id, f.vtime + h.j::float8 / f.weight AS tag
     FROM fresh AS f
@@ -528,7 +543,7 @@ WITH gate AS MATERIALIZED (
             (SELECT id, priority, run_at FROM {schema}.alk_jobs
              WHERE queue = %(queue)s AND partition_key = f.key AND state = 'processing'
                AND claim_expires_at < {now} AND attempts < max_attempts
-               AND (expires_at IS NULL OR expires_at > {now})
+               AND (expires_at IS NULL OR expires_at > {now}) AND (SELECT found FROM lapsing)
              ORDER BY priority DESC, run_at, id LIMIT f.lim)
         ) AS arms
         ORDER BY arms.priority DESC, arms.run_at, arms.id
@@ -625,12 +640,21 @@ FROM (SELECT 'busy' AS marker, NULL::text AS key FROM busy WHERE b
       SELECT 'empty', key FROM quiet WHERE NOT live) AS q;
 
 -- name: generic_plan
--- fair_claim's transaction, first: plan it once per connection (its prepared
+-- fair_claim's explicit transaction (taken only after fair_cursors_wait; the
+-- usual claim takes generic_plan_here), first: plan it once per connection (its prepared
 -- statement's generic plan) instead of at every call. Left to itself the server
 -- keeps choosing custom plans for fair_claim, ~2 ms of planning per claim against
 -- ~1.5 ms of execution; the generic plan walks the same indexes (the parameters
 -- pick rows within them, not between them). LOCAL: the transaction's own setting.
 SET LOCAL plan_cache_mode = force_generic_plan;
+
+-- name: generic_plan_here
+-- generic_plan for fair_claim's own (implicit) transaction: sent in one pipeline
+-- right before it with no Sync between, so both run in the one transaction the
+-- server opens for them and the setting ends with it, as SET LOCAL's would (no
+-- BEGIN and COMMIT to send and wait for: ~0.75 ms a claim measured here).
+-- set_config(..., true), as SET LOCAL outside BEGIN logs a WARNING every time.
+SELECT set_config('plan_cache_mode', 'force_generic_plan', true);
 
 -- name: fair_statistics
 -- Whether the planner has statistics for fair_claim's main tables (reltuples is

@@ -214,33 +214,43 @@ ORDER BY c.vtime, c.partition_key
 LIMIT :window;
 
 -- name: fair_heads
--- A fair claim, step 2, per key: its best :lim claimable jobs in claim order,
--- both arms on their own index, merged by the compound ORDER BY.
-SELECT id FROM (
-    SELECT id, priority, run_at FROM alk_jobs INDEXED BY alk_jobs_fair
-    WHERE queue = :queue AND partition_key = :key AND state = 'pending' AND run_at <= :now
-      AND (expires_at IS NULL OR expires_at > :now)
-    UNION ALL
-    SELECT id, priority, run_at FROM alk_jobs INDEXED BY alk_jobs_partition
-    WHERE queue = :queue AND partition_key = :key AND state = 'processing'
-      AND claim_expires_at < :now AND attempts < max_attempts
-      AND (expires_at IS NULL OR expires_at > :now)
-    ORDER BY priority DESC, run_at, id
-    LIMIT :lim
-);
+-- A fair claim, step 2, every key read in one statement: per key of the JSON
+-- array :keys, its best :most claimable jobs (both arms on their own partial
+-- index, merged by the compound ORDER BY, so each probe stops after :most
+-- entries). SQLite's LIMIT cannot name the outer row: the engine keeps each
+-- key's own limit of these, in claim order (priority, run_at, id come along).
+SELECT k.value, h.id, h.priority, h.run_at
+FROM json_each(:keys) AS k JOIN alk_jobs AS h ON h.id IN (
+    SELECT id FROM (
+        SELECT id, priority, run_at FROM alk_jobs INDEXED BY alk_jobs_fair
+        WHERE queue = :queue AND partition_key = k.value AND state = 'pending'
+          AND run_at <= :now AND (expires_at IS NULL OR expires_at > :now)
+        UNION ALL
+        SELECT id, priority, run_at FROM alk_jobs INDEXED BY alk_jobs_partition
+        WHERE queue = :queue AND partition_key = k.value AND state = 'processing'
+          AND claim_expires_at < :now AND attempts < max_attempts
+          AND (expires_at IS NULL OR expires_at > :now)
+        ORDER BY priority DESC, run_at, id
+        LIMIT :most));
 
 -- name: fair_live
--- Whether a key without claimable jobs still has live ones (running or delayed).
-SELECT EXISTS (SELECT 1 FROM alk_jobs INDEXED BY alk_jobs_fair
-               WHERE queue = :queue AND partition_key = :key AND state = 'pending')
-    OR EXISTS (SELECT 1 FROM alk_jobs INDEXED BY alk_jobs_partition
-               WHERE queue = :queue AND partition_key = :key AND state = 'processing');
+-- The keys of :keys (a JSON array; keys without claimable jobs) that still have
+-- live jobs (running or delayed).
+SELECT k.value FROM json_each(:keys) AS k
+WHERE EXISTS (SELECT 1 FROM alk_jobs INDEXED BY alk_jobs_fair
+              WHERE queue = :queue AND partition_key = k.value AND state = 'pending')
+   OR EXISTS (SELECT 1 FROM alk_jobs INDEXED BY alk_jobs_partition
+              WHERE queue = :queue AND partition_key = k.value AND state = 'processing');
 
 -- name: fair_move
+-- A fair claim, last step: a served key's new vtime (run for every served key
+-- in one executemany: a primary-key update each, the cheapest form measured).
 UPDATE alk_fair SET vtime = :vtime WHERE queue = :queue AND partition_key = :key;
 
--- name: fair_drop
-DELETE FROM alk_fair WHERE queue = :queue AND partition_key = :key;
+-- name: fair_prune
+-- A fair claim, last step too: the cursors of the keys of :keys (a JSON array)
+-- found without live jobs dropped.
+DELETE FROM alk_fair WHERE queue = :queue AND partition_key IN (SELECT value FROM json_each(:keys));
 
 -- name: set_fair
 INSERT INTO alk_queues (queue, fair) VALUES (:queue, :fair)
