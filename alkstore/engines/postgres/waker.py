@@ -8,12 +8,20 @@ connection of its own, sent by a background task: ``enqueue`` never waits
 for it, and a failed wake is logged and dropped (the row is the truth; the
 consumers' re-poll covers it).
 
-Coalescing (per process, per queue): the first wake goes out at once (the
-leading edge, so an idle consumer hears of a job with no added latency);
-after each send the task sleeps ``window_s``, and whatever queues asked to be
-woken meanwhile go out together in one statement when it wakes (the trailing
-edge, so no wake is ever dropped, only merged). A queue thus gets at most one
-wake per window however fast it is fed.
+Coalescing (per process): the first wake goes out at once (the leading edge,
+so an idle consumer hears of a job with no added latency); for ``window_s``
+after each wake, whatever queues ask to be woken wait, and go out together in
+one statement when the window ends (the trailing edge, so no wake is ever
+dropped, only merged). A queue thus gets at most one wake per window however
+fast it is fed.
+
+The leading edge rides on the enqueue itself (:meth:`Waker.lead`): when no
+wake went out within the window and none is waiting, the enqueue's own
+statement carries the ``pg_notify``, delivered at its commit: no statement of
+its own, no round trip after the commit, and the consumer hears of the job as
+the producer gets its answer. The database-wide lock is then taken by that one
+transaction per window at most, never by a busy stream of enqueues, whose
+wakes are the trailing edges sent from here.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 import psycopg
@@ -44,7 +53,22 @@ class Waker:
         self._task: asyncio.Task[None] | None = None
         self._conn: psycopg.AsyncConnection[tuple[object, ...]] | None = None
         self._closing = False
+        self._last = -window_s  # monotonic time of the last wake (sent or led)
         self.sent = 0  # statements sent (for tests and bench)
+        self.led = 0  # wakes carried by an enqueue's own statement (for tests and bench)
+
+    def lead(self) -> bool:
+        """Whether the caller's enqueue may carry its wake in its own statement (it then
+        sends none after the commit): only with a window, when no wake went out within
+        it and none waits. Counts as this window's wake."""
+        if self._closing or self._pending or self._window_s <= 0:
+            return False
+        now = time.monotonic()
+        if now - self._last < self._window_s:
+            return False
+        self._last = now
+        self.led += 1
+        return True
 
     def wake(self, queue: str) -> None:
         """Ask for a wake of ``queue``; returns at once."""
@@ -80,11 +104,14 @@ class Waker:
                 await self._event.wait()
                 self._event.clear()
                 continue
+            wait = self._last + self._window_s - time.monotonic()
+            if wait > 0 and not self._closing:
+                await asyncio.sleep(wait)  # a wake went out within the window: merge
+                continue
             channels = list(self._pending)
             self._pending.clear()
+            self._last = time.monotonic()
             await self._send(channels)
-            if self._window_s > 0 and not self._closing:
-                await asyncio.sleep(self._window_s)
 
     async def _send(self, channels: list[str]) -> None:
         # One retry on a fresh connection: the kept one may have died since

@@ -445,8 +445,29 @@ async def test_wakes_of_a_burst_are_coalesced_and_the_trailing_one_arrives(
             await q.enqueue(i)
         assert (await asyncio.wait_for(sub.__anext__(), 30)).channel == "burst"  # trailing
         await waker.close()  # (its count is bumped after the statement returns)
-        assert 2 <= waker.sent < 50
+        assert 2 <= waker.led + waker.sent < 50
     assert len(await listener.queue("burst").claim_batch("w", 500)) == 50
+
+
+async def test_an_idle_wakers_wake_rides_on_the_insert_and_the_next_one_still_comes(
+    pg_url: str, schema: str, stores: list[alkstore.Store]
+) -> None:
+    # Idle waker: the enqueue's own insert carries the wake (delivered at its commit,
+    # no statement after it). An enqueue within the window after it is not covered
+    # by that note (it committed later): its wake comes as the trailing edge.
+    store = await _open(stores, pg_url, schema, wake_coalesce_ms=1000)
+    listener = await _open(stores, pg_url, schema)
+    waker = _engine(store)._waker
+    assert waker is not None
+    async with listener.listen("led") as sub:
+        await store.queue("led").enqueue(b"first")
+        assert (await asyncio.wait_for(sub.__anext__(), 30)).channel == "led"
+        assert (waker.led, waker.sent) == (1, 0)
+        await store.queue("led").enqueue(b"second")  # (within the window: the trailing edge)
+        assert (await asyncio.wait_for(sub.__anext__(), 30)).channel == "led"
+        await waker.close()
+        assert waker.led + waker.sent == 2
+    assert len(await listener.queue("led").claim_batch("w", 10)) == 2
 
 
 @pytest.mark.parametrize("mode", ["on", "off"])

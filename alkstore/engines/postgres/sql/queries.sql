@@ -44,14 +44,22 @@ INSERT INTO {schema}.alk_migrations (version, name) VALUES (%(version)s, %(name)
 -- One row per payload, in array order (nextval runs in the order unnest yields
 -- rows, so ids ascend with the payloads). The stamps are shared scalars;
 -- run_at and expires_at resolve against this statement's now().
-INSERT INTO {schema}.alk_jobs (queue, payload, priority, run_at, created_at, max_attempts,
-                               visibility_timeout_s, retry_base_s, expires_at, partition_key)
-SELECT %(queue)s::text, p, %(priority)s::integer,
-       COALESCE(%(run_at)s::timestamptz, {now} + make_interval(secs => %(delay)s::float8)),
-       {now}, %(max_attempts)s::integer, %(visibility)s::float8, %(retry_base)s::float8,
-       {now} + make_interval(secs => %(expires_in)s::float8), %(partition_key)s::text
-FROM unnest(%(payloads)b::bytea[]) AS p
-RETURNING id;
+-- woken: with :wake, the queue's wake rides on this transaction (pg_notify,
+-- delivered at its commit; the waker's leading edge, waker.py); a one-time
+-- filter, so without it no notification and no notify lock.
+WITH inserted AS (
+    INSERT INTO {schema}.alk_jobs (queue, payload, priority, run_at, created_at, max_attempts,
+                                   visibility_timeout_s, retry_base_s, expires_at, partition_key)
+    SELECT %(queue)s::text, p, %(priority)s::integer,
+           COALESCE(%(run_at)s::timestamptz, {now} + make_interval(secs => %(delay)s::float8)),
+           {now}, %(max_attempts)s::integer, %(visibility)s::float8, %(retry_base)s::float8,
+           {now} + make_interval(secs => %(expires_in)s::float8), %(partition_key)s::text
+    FROM unnest(%(payloads)b::bytea[]) AS p
+    RETURNING id
+), woken AS MATERIALIZED (
+    SELECT pg_notify(%(queue)s::text, '') WHERE %(wake)s::boolean
+)
+SELECT id FROM inserted WHERE (SELECT count(*) FROM woken) >= 0;
 
 -- name: insert_jobs_fair
 -- insert_jobs of a partition key: the same rows, and the key's cursor if the
@@ -80,8 +88,10 @@ WITH inserted AS (
     WHERE %(partition_key)s::text IS NOT NULL
       AND EXISTS (SELECT 1 FROM {schema}.alk_queues WHERE queue = %(queue)s AND fair)
     ON CONFLICT (queue, partition_key) DO UPDATE SET vtime = c.vtime WHERE false
+), woken AS MATERIALIZED (
+    SELECT pg_notify(%(queue)s::text, '') WHERE %(wake)s::boolean  -- as in insert_jobs
 )
-SELECT id FROM inserted;
+SELECT id FROM inserted WHERE (SELECT count(*) FROM woken) >= 0;
 
 -- name: insert_keyed_jobs
 -- insert_jobs with a dedupe key per row (NULL: none): the unique index
