@@ -594,3 +594,21 @@ async def test_a_workflow_graph_in_the_callers_own_transaction_commits_or_rolls_
     assert first is not None and first.job.id == ids[0] and await first.ack()
     second = await q.claim_one("w")
     assert second is not None and second.job.id == ids[1]
+
+
+async def test_the_claim_commits_without_waiting_for_the_flush_and_only_its_own(
+    pg_url: str, schema: str, stores: list[alkstore.Store]
+) -> None:
+    # The claim statement turns synchronous_commit off for its own transaction
+    # (set_config local): the session keeps its setting, so outcomes stay durable.
+    store = await _open(stores, pg_url, schema)
+    await store.queue("quick").enqueue(b"x")
+    engine = _engine(store)
+    params = {"queue": "quick", "worker": "w", "n": 1, "exhausted_error": "e", "gated": True}
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        async with conn.transaction():
+            rows = await (await conn.execute(engine.q["claim"], params)).fetchall()
+            assert len(rows) == 1
+            inside = await (await conn.execute("SHOW synchronous_commit")).fetchone()
+        after = await (await conn.execute("SHOW synchronous_commit")).fetchone()
+    assert (inside, after) == (("off",), ("on",))
