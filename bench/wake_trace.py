@@ -36,7 +36,7 @@ ns = time.monotonic_ns
 
 def pct(xs: list[float], p: float) -> float:
     xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+    return xs[min(len(xs) - 1, round(p / 100 * (len(xs) - 1)))]
 
 
 def make_app(url: str, schema: str | None, on_job: Any) -> Any:
@@ -122,7 +122,7 @@ async def producer(url: str, schema: str | None, samples: int, out_q: Any) -> li
     app, noop = make_app(url, schema, lambda seq: None)
     store = await app.connect()
     marks: dict[str, int] = {}
-    engine = store._engine  # type: ignore[attr-defined]
+    engine = store._engine
     orig_enqueue = type(engine).enqueue
 
     async def enqueue(self: Any, *a: Any, **k: Any) -> Any:
@@ -183,8 +183,13 @@ def report(rows: list[dict[str, int]]) -> None:
         have = [r for r in rows if name in r]
         if not have:
             continue
-        prev = [max((r[p] for p in ORDER[: ORDER.index(name)] if p in r and r[p] <= r[name]),
-                    default=r[name]) for r in have]
+        prev = [
+            max(
+                (r[p] for p in ORDER[: ORDER.index(name)] if p in r and r[p] <= r[name]),
+                default=r[name],
+            )
+            for r in have
+        ]
         step = [(r[name] - p) / 1e6 for r, p in zip(have, prev, strict=True)]
         since = [(r[name] - r["ack"]) / 1e6 for r in have]
         print(
