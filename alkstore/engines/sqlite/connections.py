@@ -73,11 +73,10 @@ def _is_busy(error: sqlite3.Error) -> bool:
 class _Unit:
     """A write unit waiting for a group: ``fn(conn, *args)`` and its caller's future."""
 
-    __slots__ = ("args", "fn", "future", "result")
+    __slots__ = ("args", "fn", "future", "quick", "result")
 
-    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-        self.fn = fn
-        self.args = args
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], quick: bool) -> None:
+        self.fn, self.args, self.quick = fn, args, quick  # quick: no fsync of its own
         self.future: Future[Any] = Future()
         self.result: Any = None
 
@@ -244,10 +243,10 @@ class SqliteConnections:
         else:
             self._effects = []
 
-    def _queue_unit(self, fn: Callable[..., T], args: tuple[Any, ...]) -> Awaitable[T]:
+    def _queue_unit(self, fn: Callable[..., T], args: tuple[Any, ...], quick: bool) -> Awaitable[T]:
         """Queue a write unit and the engine-thread job that will take it (or find it
         taken by an earlier one's group): no unit runs later than its own job would."""
-        unit = _Unit(fn, args)
+        unit = _Unit(fn, args, quick)
         self._units.append(unit)
         assert self._executor is not None
         self._executor.submit(self._run_group)
@@ -268,9 +267,20 @@ class SqliteConnections:
             units = self._commit_group(units)
 
     def _commit_group(self, units: list[_Unit]) -> list[_Unit]:
-        """One group transaction; the units not run yet if it was lost under them."""
+        """One group transaction; the units not run yet if it was lost under them. Quick
+        units alone (claims) skip the fsync: the next synced commit covers them (WAL)."""
         conn = self._conn
         assert conn is not None
+        quick = self.synchronous in ("FULL", "EXTRA") and all(u.quick for u in units)
+        if quick:
+            conn.execute("PRAGMA synchronous=NORMAL")
+        try:
+            return self._commit_group_in(conn, units)
+        finally:
+            if quick:
+                conn.execute(f"PRAGMA synchronous={self.synchronous}")  # a fixed keyword
+
+    def _commit_group_in(self, conn: sqlite3.Connection, units: list[_Unit]) -> list[_Unit]:
         try:
             self._with_busy_retry(lambda: conn.execute("BEGIN IMMEDIATE"))
         except BaseException as e:
@@ -347,9 +357,10 @@ class SqliteConnections:
             lambda: loop.run_in_executor(self._executor, self._guarded, fn, *args)
         )
 
-    async def _write_call(self, fn: Callable[..., T], *args: Any) -> T:
-        """A write unit ``fn(conn, *args)``, group-committed with the others waiting."""
-        return await self._gated(lambda: self._queue_unit(fn, args))
+    async def _write_call(self, fn: Callable[..., T], *args: Any, quick: bool = False) -> T:
+        """A write unit ``fn(conn, *args)``, group-committed with the others waiting
+        (``quick``: a group of such units alone commits without its fsync)."""
+        return await self._gated(lambda: self._queue_unit(fn, args, quick))
 
     async def _gated(self, submit: Callable[[], Awaitable[T]]) -> T:
         """``submit`` the work at once, or after another task's open transaction ends."""
