@@ -52,8 +52,7 @@ T = TypeVar("T")
 _NOTES_KEPT = 20_000  # notes kept for listeners; older ones are trimmed
 _TRIM_EVERY = 1024
 
-# The most write units one group commit holds, so one group cannot starve latency.
-_GROUP_MAX = 64
+_GROUP_MAX = 64  # the most write units one group commit holds (no group starves latency)
 
 _SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL", "extra": "EXTRA", "off": "OFF"}
 
@@ -109,10 +108,8 @@ class SqliteConnections:
         self._listener: Listener | None = None
         self._closed = False
         self._clock: Callable[[], float] = time.time
-        # write units waiting for the engine thread (appended on the loop, taken there)
-        self._units: collections.deque[_Unit] = collections.deque()
-        # effects the open transaction's units asked for once it commits
-        self._effects: list[Callable[[], None]] = []
+        self._units: collections.deque[_Unit] = collections.deque()  # waiting write units
+        self._effects: list[Callable[[], None]] = []  # to run once the open transaction commits
         self._notes_written = 0
 
     def set_clock(self, clock: Callable[[], float]) -> None:
@@ -253,8 +250,8 @@ class SqliteConnections:
         return asyncio.wrap_future(unit.future)
 
     def _run_group(self) -> None:
-        """On the engine thread: run the waiting units (at most ``_GROUP_MAX``) in one
-        transaction, a SAVEPOINT each; settle their callers after the COMMIT."""
+        """Run the waiting units (at most ``_GROUP_MAX``) in one transaction, settled after
+        its COMMIT; quick ones alone (claims) skip the fsync: the next synced one covers them."""
         units: list[_Unit] = []
         while len(units) < _GROUP_MAX:
             try:
@@ -263,24 +260,22 @@ class SqliteConnections:
                 break
             if unit.future.set_running_or_notify_cancel():  # a cancelled caller: skip it
                 units.append(unit)
-        while units:
-            units = self._commit_group(units)
-
-    def _commit_group(self, units: list[_Unit]) -> list[_Unit]:
-        """One group transaction; the units not run yet if it was lost under them. Quick
-        units alone (claims) skip the fsync: the next synced commit covers them (WAL)."""
         conn = self._conn
+        if not units:
+            return
         assert conn is not None
         quick = self.synchronous in ("FULL", "EXTRA") and all(u.quick for u in units)
         if quick:
             conn.execute("PRAGMA synchronous=NORMAL")
         try:
-            return self._commit_group_in(conn, units)
+            while units:
+                units = self._commit_group(conn, units)
         finally:
             if quick:
                 conn.execute(f"PRAGMA synchronous={self.synchronous}")  # a fixed keyword
 
-    def _commit_group_in(self, conn: sqlite3.Connection, units: list[_Unit]) -> list[_Unit]:
+    def _commit_group(self, conn: sqlite3.Connection, units: list[_Unit]) -> list[_Unit]:
+        """One group transaction; the units not run yet if it was lost under them."""
         try:
             self._with_busy_retry(lambda: conn.execute("BEGIN IMMEDIATE"))
         except BaseException as e:
@@ -358,8 +353,7 @@ class SqliteConnections:
         )
 
     async def _write_call(self, fn: Callable[..., T], *args: Any, quick: bool = False) -> T:
-        """A write unit ``fn(conn, *args)``, group-committed with the others waiting
-        (``quick``: a group of such units alone commits without its fsync)."""
+        """A write unit ``fn(conn, *args)``, group-committed (``quick``: see _run_group)."""
         return await self._gated(lambda: self._queue_unit(fn, args, quick))
 
     async def _gated(self, submit: Callable[[], Awaitable[T]]) -> T:
