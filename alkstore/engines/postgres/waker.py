@@ -16,12 +16,14 @@ dropped, only merged). A queue thus gets at most one wake per window however
 fast it is fed.
 
 The leading edge rides on the enqueue itself (:meth:`Waker.lead`): when no
-wake went out within the window and none is waiting, the enqueue's own
+wake went out for ``LEAD_QUIET_S`` (10 ms, or the window if longer) and none
+is waiting, the enqueue's own
 statement carries the ``pg_notify``, delivered at its commit: no statement of
 its own, no round trip after the commit, and the consumer hears of the job as
-the producer gets its answer. The database-wide lock is then taken by that one
-transaction per window at most, never by a busy stream of enqueues, whose
-wakes are the trailing edges sent from here.
+the producer gets its answer. The database-wide lock is then taken by one
+enqueue of an idle producer, never by a stream of enqueues (of one process or
+several, whose NOTIFYs at commit would wait on each other's WAL flush): their
+wakes are sent from here.
 """
 
 from __future__ import annotations
@@ -34,11 +36,15 @@ from collections.abc import Awaitable, Callable
 
 import psycopg
 
-__all__ = ["Waker"]
+__all__ = ["LEAD_QUIET_S", "Waker"]
 
 log = logging.getLogger("alkstore.postgres")
 
 Connect = Callable[[], Awaitable[psycopg.AsyncConnection[tuple[object, ...]]]]
+
+# An enqueue carries its wake only after this long without one from this process: a
+# steady stream of producers (whose NOTIFYs at commit would queue on the lock) never.
+LEAD_QUIET_S = 0.01
 
 
 class Waker:
@@ -54,17 +60,19 @@ class Waker:
         self._conn: psycopg.AsyncConnection[tuple[object, ...]] | None = None
         self._closing = False
         self._last = -window_s  # monotonic time of the last wake (sent or led)
+        self._sending = False
         self.sent = 0  # statements sent (for tests and bench)
         self.led = 0  # wakes carried by an enqueue's own statement (for tests and bench)
 
     def lead(self) -> bool:
         """Whether the caller's enqueue may carry its wake in its own statement (it then
-        sends none after the commit): only with a window, when no wake went out within
-        it and none waits. Counts as this window's wake."""
-        if self._closing or self._pending or self._window_s <= 0:
+        sends none after the commit): only with a window, when no wake went out for
+        ``LEAD_QUIET_S`` (or the window, if longer) and none waits or is being sent.
+        Counts as this window's wake."""
+        if self._closing or self._pending or self._sending or self._window_s <= 0:
             return False
         now = time.monotonic()
-        if now - self._last < self._window_s:
+        if now - self._last < max(self._window_s, LEAD_QUIET_S):
             return False
         self._last = now
         self.led += 1
@@ -110,8 +118,12 @@ class Waker:
                 continue
             channels = list(self._pending)
             self._pending.clear()
-            self._last = time.monotonic()
-            await self._send(channels)
+            self._sending = True
+            try:
+                await self._send(channels)
+            finally:  # the window runs from the end of the send, as under load it did
+                self._sending = False
+                self._last = time.monotonic()
 
     async def _send(self, channels: list[str]) -> None:
         # One retry on a fresh connection: the kept one may have died since
