@@ -33,6 +33,7 @@ class Subscription:
         self._wake_only = wake_only
         self._notes: deque[Notification] = deque()
         self._event = asyncio.Event()
+        self._waiters: set[asyncio.Future[None]] = set()  # bounded waits in progress
         self._closed = False
         self._entered = False
 
@@ -40,14 +41,33 @@ class Subscription:
     def _push(self, note: Notification) -> None:
         if not self._wake_only:
             self._notes.append(note)
-        self._event.set()
+        self._set()
 
     def _wake(self) -> None:
-        self._event.set()
+        self._set()
 
     def _close(self) -> None:
         self._closed = True
+        self._set()
+
+    def _set(self) -> None:
         self._event.set()
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def _until_set(self, timeout: float) -> None:
+        """Wait until set or ``timeout`` s: one future and one timer, no task (the wake
+        resumes the waiting loop in one step)."""
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+        self._waiters.add(waiter)
+        timer = loop.call_later(timeout, _resolve, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            self._waiters.discard(waiter)
 
     # -- consumers -----------------------------------------------------------
     async def __aenter__(self) -> Subscription:
@@ -68,7 +88,7 @@ class Subscription:
         """Stop listening; idempotent."""
         if not self._closed:
             self._closed = True
-            self._event.set()
+            self._set()
             await self._hub.remove(self)
 
     @property
@@ -83,9 +103,8 @@ class Subscription:
         wake-driven claim loop, which only needs to know *that* something happened.
         """
         if not self._event.is_set() and timeout is not None and timeout > 0:
-            try:
-                await asyncio.wait_for(self._event.wait(), timeout)
-            except TimeoutError:
+            await self._until_set(timeout)
+            if not self._event.is_set():
                 return False
         woke = self._event.is_set() and not self._closed
         self._event.clear()
@@ -96,9 +115,8 @@ class Subscription:
         """The payloads that arrived, waiting up to ``timeout`` s for the first; ``[]`` on
         timeout or close, ``None`` after a gap (notes may have been lost: re-check)."""
         if not self._event.is_set() and timeout > 0:
-            try:
-                await asyncio.wait_for(self._event.wait(), timeout)
-            except TimeoutError:
+            await self._until_set(timeout)
+            if not self._event.is_set():
                 return []
         if not self._event.is_set() or self._closed:
             return []
@@ -117,6 +135,11 @@ class Subscription:
             self._event.clear()
             await self._event.wait()
         return self._notes.popleft()
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class ListenerHub:

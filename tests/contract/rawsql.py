@@ -21,6 +21,7 @@ from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import alkstore
+from alkstore.engine_door import engine_of
 
 
 class Target(Protocol):
@@ -171,7 +172,8 @@ async def store_whose_wakes_fail(target: Target, wait_s: float) -> AsyncIterator
             await admin.execute(grant.format(sql.Identifier(database), ident))
             async with await alkstore.connect(role_url, schema=target.schema) as store:
                 await store.admin().stats()  # the pool's connection is open
-                await store.queue("wake-probe").enqueue(b"")  # its wake opens the waker's
+                # the waker's own send (an enqueue's wake may ride on its insert)
+                await engine_of(store).wake("wake-probe")  # opens the waker's connection
                 async with asyncio.timeout(wait_s):
                     while True:
                         cur = await admin.execute(

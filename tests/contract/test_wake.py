@@ -99,6 +99,20 @@ async def test_jobs_wakes_on_transactional_enqueue_after_commit(
         assert handle.job.id == job_id
 
 
+async def test_a_wake_that_comes_while_the_loop_claims_is_kept_for_its_next_wait(
+    store: alkstore.Store, qname: str
+) -> None:
+    # A claim loop is mid-claim (not waiting) when the wake of a job committed after
+    # its claim's snapshot arrives: its next wait must return at once, not sleep
+    # until the re-poll. The probe subscription gets the same note in the same
+    # delivery, so once the probe has it the loop's subscription has it too.
+    async with store._wake_subscription(qname) as sub, store.listen(qname) as probe:
+        await store.queue(qname).enqueue(b"x")
+        await asyncio.wait_for(probe.__anext__(), WAIT)
+        assert await asyncio.wait_for(sub.wait(NEVER), WAIT) is True
+        assert await sub.wait(0.001) is False  # taken: the next wait sleeps
+
+
 async def test_poll_only_fallback_claims_a_job_whose_wake_never_came(
     store: alkstore.Store,
     target,

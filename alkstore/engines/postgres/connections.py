@@ -93,6 +93,12 @@ class PostgresConnections:
         if waker is not None and self.settings.wake != "off":
             waker.wake(queue)
 
+    def lead_wake(self) -> bool:
+        """Whether the next enqueue's insert should carry its queue's wake itself (the
+        waker is idle: ``Waker.lead``); it then sends none after the commit."""
+        waker = self._waker
+        return waker is not None and waker.lead()
+
     # -- plumbing ---------------------------------------------------------------------
     async def connect(self, *, prepare: bool = True) -> Conn:
         """A new autocommit connection outside the pool (listener, waker, migrations)."""

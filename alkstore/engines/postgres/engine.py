@@ -10,7 +10,8 @@ own connection ``outbox.py``'s and the inserts ``inserts.py``'s. A limited
 queue's claim is ``core.limited_claim``'s flow, run in one transaction by
 ``flowcontrol.py``, which also holds the queue settings and the one-statement
 claim of a fair queue without limits (``fair_claim``).
-Wakes go out after commit from the waker's own connection (``waker.py``);
+Wakes go out after commit from the waker's own connection (``waker.py``), or
+an idle waker's leading edge rides on the enqueue's own insert;
 LISTEN lives on the listener's own connection (``listener.py``).
 """
 
@@ -75,8 +76,10 @@ class PostgresEngine(
     # -- enqueue ------------------------------------------------------------------------
     async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
         pool = self.check_open()
-        params = self.timed(insert_params(queue, payloads, stamps))
         mode = self.settings.wake
+        # idle waker: the wake rides on the insert, delivered at its commit
+        lead = mode == "coalesce" and self.lead_wake()
+        params = self.timed(insert_params(queue, payloads, stamps, wake=lead))
         try:
             async with pool.connection() as conn:
                 cur = await conn.execute(self.q[insert_query(stamps)], params)
@@ -88,7 +91,7 @@ class PostgresEngine(
                         log.warning("alkstore: wake of %r not sent: %s", queue, e)
         except psycopg.Error as e:
             raise await self.failure(e, "enqueue") from e
-        if mode == "coalesce":
+        if mode == "coalesce" and not lead:
             self.send_wake(queue)
         return ids
 

@@ -21,9 +21,13 @@ from alkstore.engines.postgres.connections import Conn
 __all__ = ["insert_keyed", "insert_params", "insert_query", "returned_ids", "step_params"]
 
 
-def insert_params(queue: str, payloads: Sequence[bytes], stamps: Stamps) -> dict[str, Any]:
-    """The parameters of ``insert_jobs`` (and, with ``keys``, of ``insert_keyed_jobs``)."""
+def insert_params(
+    queue: str, payloads: Sequence[bytes], stamps: Stamps, *, wake: bool = False
+) -> dict[str, Any]:
+    """The parameters of ``insert_jobs`` (and, with ``keys``, of ``insert_keyed_jobs``);
+    ``wake``: the insert's transaction also wakes the queue (at its commit)."""
     return {
+        "wake": wake,
         "queue": queue,
         "payloads": payloads if type(payloads) is list else list(payloads),
         "priority": stamps.priority,

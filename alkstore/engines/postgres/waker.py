@@ -8,12 +8,22 @@ connection of its own, sent by a background task: ``enqueue`` never waits
 for it, and a failed wake is logged and dropped (the row is the truth; the
 consumers' re-poll covers it).
 
-Coalescing (per process, per queue): the first wake goes out at once (the
-leading edge, so an idle consumer hears of a job with no added latency);
-after each send the task sleeps ``window_s``, and whatever queues asked to be
-woken meanwhile go out together in one statement when it wakes (the trailing
-edge, so no wake is ever dropped, only merged). A queue thus gets at most one
-wake per window however fast it is fed.
+Coalescing (per process): the first wake goes out at once (the leading edge,
+so an idle consumer hears of a job with no added latency); for ``window_s``
+after each wake, whatever queues ask to be woken wait, and go out together in
+one statement when the window ends (the trailing edge, so no wake is ever
+dropped, only merged). A queue thus gets at most one wake per window however
+fast it is fed.
+
+The leading edge rides on the enqueue itself (:meth:`Waker.lead`): when no
+wake went out for ``LEAD_QUIET_S`` (10 ms, or the window if longer) and none
+is waiting, the enqueue's own
+statement carries the ``pg_notify``, delivered at its commit: no statement of
+its own, no round trip after the commit, and the consumer hears of the job as
+the producer gets its answer. The database-wide lock is then taken by one
+enqueue of an idle producer, never by a stream of enqueues (of one process or
+several, whose NOTIFYs at commit would wait on each other's WAL flush): their
+wakes are sent from here.
 """
 
 from __future__ import annotations
@@ -21,15 +31,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 import psycopg
 
-__all__ = ["Waker"]
+__all__ = ["LEAD_QUIET_S", "Waker"]
 
 log = logging.getLogger("alkstore.postgres")
 
 Connect = Callable[[], Awaitable[psycopg.AsyncConnection[tuple[object, ...]]]]
+
+# An enqueue carries its wake only after this long without one from this process: a
+# steady stream of producers (whose NOTIFYs at commit would queue on the lock) never.
+LEAD_QUIET_S = 0.01
 
 
 class Waker:
@@ -44,7 +59,24 @@ class Waker:
         self._task: asyncio.Task[None] | None = None
         self._conn: psycopg.AsyncConnection[tuple[object, ...]] | None = None
         self._closing = False
+        self._last = -window_s  # monotonic time of the last wake (sent or led)
+        self._sending = False
         self.sent = 0  # statements sent (for tests and bench)
+        self.led = 0  # wakes carried by an enqueue's own statement (for tests and bench)
+
+    def lead(self) -> bool:
+        """Whether the caller's enqueue may carry its wake in its own statement (it then
+        sends none after the commit): only with a window, when no wake went out for
+        ``LEAD_QUIET_S`` (or the window, if longer) and none waits or is being sent.
+        Counts as this window's wake."""
+        if self._closing or self._pending or self._sending or self._window_s <= 0:
+            return False
+        now = time.monotonic()
+        if now - self._last < max(self._window_s, LEAD_QUIET_S):
+            return False
+        self._last = now
+        self.led += 1
+        return True
 
     def wake(self, queue: str) -> None:
         """Ask for a wake of ``queue``; returns at once."""
@@ -80,11 +112,18 @@ class Waker:
                 await self._event.wait()
                 self._event.clear()
                 continue
+            wait = self._last + self._window_s - time.monotonic()
+            if wait > 0 and not self._closing:
+                await asyncio.sleep(wait)  # a wake went out within the window: merge
+                continue
             channels = list(self._pending)
             self._pending.clear()
-            await self._send(channels)
-            if self._window_s > 0 and not self._closing:
-                await asyncio.sleep(self._window_s)
+            self._sending = True
+            try:
+                await self._send(channels)
+            finally:  # the window runs from the end of the send, as under load it did
+                self._sending = False
+                self._last = time.monotonic()
 
     async def _send(self, channels: list[str]) -> None:
         # One retry on a fresh connection: the kept one may have died since

@@ -52,8 +52,7 @@ T = TypeVar("T")
 _NOTES_KEPT = 20_000  # notes kept for listeners; older ones are trimmed
 _TRIM_EVERY = 1024
 
-# The most write units one group commit holds, so one group cannot starve latency.
-_GROUP_MAX = 64
+_GROUP_MAX = 64  # the most write units one group commit holds (no group starves latency)
 
 _SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL", "extra": "EXTRA", "off": "OFF"}
 
@@ -73,11 +72,10 @@ def _is_busy(error: sqlite3.Error) -> bool:
 class _Unit:
     """A write unit waiting for a group: ``fn(conn, *args)`` and its caller's future."""
 
-    __slots__ = ("args", "fn", "future", "result")
+    __slots__ = ("args", "fn", "future", "quick", "result")
 
-    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-        self.fn = fn
-        self.args = args
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], quick: bool) -> None:
+        self.fn, self.args, self.quick = fn, args, quick  # quick: no fsync of its own
         self.future: Future[Any] = Future()
         self.result: Any = None
 
@@ -110,10 +108,8 @@ class SqliteConnections:
         self._listener: Listener | None = None
         self._closed = False
         self._clock: Callable[[], float] = time.time
-        # write units waiting for the engine thread (appended on the loop, taken there)
-        self._units: collections.deque[_Unit] = collections.deque()
-        # effects the open transaction's units asked for once it commits
-        self._effects: list[Callable[[], None]] = []
+        self._units: collections.deque[_Unit] = collections.deque()  # waiting write units
+        self._effects: list[Callable[[], None]] = []  # to run once the open transaction commits
         self._notes_written = 0
 
     def set_clock(self, clock: Callable[[], float]) -> None:
@@ -244,18 +240,18 @@ class SqliteConnections:
         else:
             self._effects = []
 
-    def _queue_unit(self, fn: Callable[..., T], args: tuple[Any, ...]) -> Awaitable[T]:
+    def _queue_unit(self, fn: Callable[..., T], args: tuple[Any, ...], quick: bool) -> Awaitable[T]:
         """Queue a write unit and the engine-thread job that will take it (or find it
         taken by an earlier one's group): no unit runs later than its own job would."""
-        unit = _Unit(fn, args)
+        unit = _Unit(fn, args, quick)
         self._units.append(unit)
         assert self._executor is not None
         self._executor.submit(self._run_group)
         return asyncio.wrap_future(unit.future)
 
     def _run_group(self) -> None:
-        """On the engine thread: run the waiting units (at most ``_GROUP_MAX``) in one
-        transaction, a SAVEPOINT each; settle their callers after the COMMIT."""
+        """Run the waiting units (at most ``_GROUP_MAX``) in one transaction, settled after
+        its COMMIT; quick ones alone (claims) skip the fsync: the next synced one covers them."""
         units: list[_Unit] = []
         while len(units) < _GROUP_MAX:
             try:
@@ -264,13 +260,22 @@ class SqliteConnections:
                 break
             if unit.future.set_running_or_notify_cancel():  # a cancelled caller: skip it
                 units.append(unit)
-        while units:
-            units = self._commit_group(units)
-
-    def _commit_group(self, units: list[_Unit]) -> list[_Unit]:
-        """One group transaction; the units not run yet if it was lost under them."""
         conn = self._conn
+        if not units:
+            return
         assert conn is not None
+        quick = self.synchronous in ("FULL", "EXTRA") and all(u.quick for u in units)
+        if quick:
+            conn.execute("PRAGMA synchronous=NORMAL")
+        try:
+            while units:
+                units = self._commit_group(conn, units)
+        finally:
+            if quick:
+                conn.execute(f"PRAGMA synchronous={self.synchronous}")  # a fixed keyword
+
+    def _commit_group(self, conn: sqlite3.Connection, units: list[_Unit]) -> list[_Unit]:
+        """One group transaction; the units not run yet if it was lost under them."""
         try:
             self._with_busy_retry(lambda: conn.execute("BEGIN IMMEDIATE"))
         except BaseException as e:
@@ -347,9 +352,9 @@ class SqliteConnections:
             lambda: loop.run_in_executor(self._executor, self._guarded, fn, *args)
         )
 
-    async def _write_call(self, fn: Callable[..., T], *args: Any) -> T:
-        """A write unit ``fn(conn, *args)``, group-committed with the others waiting."""
-        return await self._gated(lambda: self._queue_unit(fn, args))
+    async def _write_call(self, fn: Callable[..., T], *args: Any, quick: bool = False) -> T:
+        """A write unit ``fn(conn, *args)``, group-committed (``quick``: see _run_group)."""
+        return await self._gated(lambda: self._queue_unit(fn, args, quick))
 
     async def _gated(self, submit: Callable[[], Awaitable[T]]) -> T:
         """``submit`` the work at once, or after another task's open transaction ends."""

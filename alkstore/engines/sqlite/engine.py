@@ -142,7 +142,9 @@ class SqliteEngine(
         return claimed
 
     async def claim(self, queue: str, worker_id: str, n: int, exhausted_error: str) -> Claimed:
-        return await self._write_call(self._claim_unit, queue, worker_id, n, exhausted_error)
+        return await self._write_call(
+            self._claim_unit, queue, worker_id, n, exhausted_error, quick=True
+        )
 
     def _fenced(self, queue: str, job_id: int, attempts: int) -> dict[str, Any]:
         return {"id": job_id, "queue": queue, "attempts": attempts, "now": self._clock()}

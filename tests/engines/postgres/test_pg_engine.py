@@ -445,8 +445,29 @@ async def test_wakes_of_a_burst_are_coalesced_and_the_trailing_one_arrives(
             await q.enqueue(i)
         assert (await asyncio.wait_for(sub.__anext__(), 30)).channel == "burst"  # trailing
         await waker.close()  # (its count is bumped after the statement returns)
-        assert 2 <= waker.sent < 50
+        assert 2 <= waker.led + waker.sent < 50
     assert len(await listener.queue("burst").claim_batch("w", 500)) == 50
+
+
+async def test_an_idle_wakers_wake_rides_on_the_insert_and_the_next_one_still_comes(
+    pg_url: str, schema: str, stores: list[alkstore.Store]
+) -> None:
+    # Idle waker: the enqueue's own insert carries the wake (delivered at its commit,
+    # no statement after it). An enqueue within the window after it is not covered
+    # by that note (it committed later): its wake comes as the trailing edge.
+    store = await _open(stores, pg_url, schema, wake_coalesce_ms=1000)
+    listener = await _open(stores, pg_url, schema)
+    waker = _engine(store)._waker
+    assert waker is not None
+    async with listener.listen("led") as sub:
+        await store.queue("led").enqueue(b"first")
+        assert (await asyncio.wait_for(sub.__anext__(), 30)).channel == "led"
+        assert (waker.led, waker.sent) == (1, 0)
+        await store.queue("led").enqueue(b"second")  # (within the window: the trailing edge)
+        assert (await asyncio.wait_for(sub.__anext__(), 30)).channel == "led"
+        await waker.close()
+        assert waker.led + waker.sent == 2
+    assert len(await listener.queue("led").claim_batch("w", 10)) == 2
 
 
 @pytest.mark.parametrize("mode", ["on", "off"])
@@ -573,3 +594,21 @@ async def test_a_workflow_graph_in_the_callers_own_transaction_commits_or_rolls_
     assert first is not None and first.job.id == ids[0] and await first.ack()
     second = await q.claim_one("w")
     assert second is not None and second.job.id == ids[1]
+
+
+async def test_the_claim_commits_without_waiting_for_the_flush_and_only_its_own(
+    pg_url: str, schema: str, stores: list[alkstore.Store]
+) -> None:
+    # The claim statement turns synchronous_commit off for its own transaction
+    # (set_config local): the session keeps its setting, so outcomes stay durable.
+    store = await _open(stores, pg_url, schema)
+    await store.queue("quick").enqueue(b"x")
+    engine = _engine(store)
+    params = {"queue": "quick", "worker": "w", "n": 1, "exhausted_error": "e", "gated": True}
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        async with conn.transaction():
+            rows = await (await conn.execute(engine.q["claim"], params)).fetchall()
+            assert len(rows) == 1
+            inside = await (await conn.execute("SHOW synchronous_commit")).fetchone()
+        after = await (await conn.execute("SHOW synchronous_commit")).fetchone()
+    assert (inside, after) == (("off",), ("on",))

@@ -51,6 +51,26 @@ async def test_synchronous_normal_from_the_url(tmp_path: Path) -> None:
         assert (await store.queue("q").get_job(job_id)) is not None
 
 
+async def test_a_group_of_claims_alone_commits_without_its_fsync(tmp_path: Path) -> None:
+    # A claim is a quick unit: a group of quick units alone commits at NORMAL (no
+    # fsync; the next FULL commit syncs the WAL with it), any other group at the
+    # store's FULL, and the connection is back at FULL after each.
+    async with await alkstore.connect(f"sqlite:///{tmp_path}/c.db") as store:
+        engine = store._engine
+
+        def level(conn: sqlite3.Connection) -> int:
+            return int(conn.execute("PRAGMA synchronous").fetchone()[0])
+
+        assert await engine._write_call(level, quick=True) == 1  # type: ignore[attr-defined]
+        assert await engine._write_call(level) == 2  # type: ignore[attr-defined]
+        assert await _pragma(store, "synchronous") == 2
+        q = store.queue("q")
+        await q.enqueue(b"x")
+        handle = await q.claim_one("w")
+        assert handle is not None and await handle.ack()
+        assert await _pragma(store, "synchronous") == 2
+
+
 @pytest.mark.parametrize("query", ["synchronous=sometimes", "busy_timeout_s=soon", "bogus=1"])
 async def test_bad_engine_options_are_rejected(tmp_path: Path, query: str) -> None:
     with pytest.raises(InvalidArgumentError):

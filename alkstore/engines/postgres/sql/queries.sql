@@ -44,14 +44,22 @@ INSERT INTO {schema}.alk_migrations (version, name) VALUES (%(version)s, %(name)
 -- One row per payload, in array order (nextval runs in the order unnest yields
 -- rows, so ids ascend with the payloads). The stamps are shared scalars;
 -- run_at and expires_at resolve against this statement's now().
-INSERT INTO {schema}.alk_jobs (queue, payload, priority, run_at, created_at, max_attempts,
-                               visibility_timeout_s, retry_base_s, expires_at, partition_key)
-SELECT %(queue)s::text, p, %(priority)s::integer,
-       COALESCE(%(run_at)s::timestamptz, {now} + make_interval(secs => %(delay)s::float8)),
-       {now}, %(max_attempts)s::integer, %(visibility)s::float8, %(retry_base)s::float8,
-       {now} + make_interval(secs => %(expires_in)s::float8), %(partition_key)s::text
-FROM unnest(%(payloads)b::bytea[]) AS p
-RETURNING id;
+-- woken: with :wake, the queue's wake rides on this transaction (pg_notify,
+-- delivered at its commit; the waker's leading edge, waker.py); a one-time
+-- filter, so without it no notification and no notify lock.
+WITH inserted AS (
+    INSERT INTO {schema}.alk_jobs (queue, payload, priority, run_at, created_at, max_attempts,
+                                   visibility_timeout_s, retry_base_s, expires_at, partition_key)
+    SELECT %(queue)s::text, p, %(priority)s::integer,
+           COALESCE(%(run_at)s::timestamptz, {now} + make_interval(secs => %(delay)s::float8)),
+           {now}, %(max_attempts)s::integer, %(visibility)s::float8, %(retry_base)s::float8,
+           {now} + make_interval(secs => %(expires_in)s::float8), %(partition_key)s::text
+    FROM unnest(%(payloads)b::bytea[]) AS p
+    RETURNING id
+), woken AS MATERIALIZED (
+    SELECT pg_notify(%(queue)s::text, '') WHERE %(wake)s::boolean
+)
+SELECT id FROM inserted WHERE (SELECT count(*) FROM woken) >= 0;
 
 -- name: insert_jobs_fair
 -- insert_jobs of a partition key: the same rows, and the key's cursor if the
@@ -80,8 +88,10 @@ WITH inserted AS (
     WHERE %(partition_key)s::text IS NOT NULL
       AND EXISTS (SELECT 1 FROM {schema}.alk_queues WHERE queue = %(queue)s AND fair)
     ON CONFLICT (queue, partition_key) DO UPDATE SET vtime = c.vtime WHERE false
+), woken AS MATERIALIZED (
+    SELECT pg_notify(%(queue)s::text, '') WHERE %(wake)s::boolean  -- as in insert_jobs
 )
-SELECT id FROM inserted;
+SELECT id FROM inserted WHERE (SELECT count(*) FROM woken) >= 0;
 
 -- name: insert_keyed_jobs
 -- insert_jobs with a dedupe key per row (NULL: none): the unique index
@@ -233,12 +243,22 @@ WHERE d.queue = %(queue)s AND d.dedupe_key = u.k;
 -- returns one marker row (id NULL, state 'limited', or 'fair' for a fair queue
 -- without limits) telling the engine to take the flow's path (claim_locked).
 -- An uncorrelated condition, so a one-time filter.
-WITH gate AS MATERIALIZED (
+-- quick: the claim's commit does not wait for the WAL flush (set_config local
+-- to its transaction, as life_put_step): the claim is visible at once, kept
+-- through any crash of a worker, and flushed by the next synchronous commit
+-- (the job's outcome among them, so an outcome never outlives its claim); a
+-- crash of the server can lose the claims of its last fraction of a second,
+-- and those jobs are then pending again with that attempt uncounted (they run
+-- again: at least once). It spares the flush wait, most of a wake's claim.
+WITH quick AS MATERIALIZED (
+    SELECT set_config('synchronous_commit', 'off', true) AS v
+), gate AS MATERIALIZED (
     SELECT paused, (concurrency IS NOT NULL OR partition_concurrency IS NOT NULL
                     OR rate_count IS NOT NULL) AS limited, fair
     FROM {schema}.alk_queues WHERE queue = %(queue)s
 ), open AS MATERIALIZED (
-    SELECT NOT EXISTS (SELECT 1 FROM gate WHERE paused OR ((limited OR fair) AND %(gated)s)) AS ok
+    SELECT NOT EXISTS (SELECT 1 FROM gate WHERE paused OR ((limited OR fair) AND %(gated)s))
+           AND (SELECT v FROM quick) = 'off' AS ok
 ), swept AS (
     DELETE FROM {schema}.alk_jobs
     WHERE queue = %(queue)s AND state = 'processing' AND claim_expires_at < {now}

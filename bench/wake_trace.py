@@ -1,0 +1,249 @@
+"""Where one wake spends its time: ``defer()`` in this process -> handler in a worker process.
+
+    .venv/bin/python bench/wake_trace.py [--samples 200] [--url postgresql://...|sqlite:///...]
+
+An idle worker (``app.worker(concurrency=8)``) runs in a forked process; this
+process defers one job at a time (20-50 ms apart, the next only after the
+handler ran) and both sides stamp CLOCK_MONOTONIC (system-wide) at each step
+of the wake by wrapping alkstore's own functions (no change to the library):
+
+  producer: call start, insert returned (commit ack), defer returned,
+            wake statement sent / returned (PostgreSQL's waker)
+  worker:   notification read, wait_for_work returned, claim sent / returned,
+            handler's first line
+
+It prints, per step, the median and p99 of the time since the previous step
+and since the commit ack. Runs against a scratch schema (PostgreSQL) or a
+temp file (SQLite), removed afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import random
+import statistics
+import tempfile
+import time
+import uuid
+from typing import Any
+
+FORK = multiprocessing.get_context("fork")
+ns = time.monotonic_ns
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, round(p / 100 * (len(xs) - 1)))]
+
+
+def make_app(url: str, schema: str | None, on_job: Any) -> Any:
+    import alkstore
+
+    app = alkstore.App(url, schema=schema) if schema else alkstore.App(url)
+
+    @app.task(queue="wake", name="noop")
+    async def noop(seq: int) -> None:
+        on_job(seq)
+
+    return app, noop
+
+
+def worker_proc(url: str, schema: str | None, out_q: Any, ready: Any, stop: Any) -> None:
+    from alkstore.consume import ClaimLoop
+    from alkstore.queue import Queue
+
+    marks: dict[str, int] = {}
+
+    def mark(name: str, first: bool = True) -> None:
+        if not first or name not in marks:
+            marks[name] = ns()
+
+    try:  # the PostgreSQL listener's read of a notification
+        from alkstore.engines.postgres.listener import Listener
+
+        async def _pump(self: Any, conn: Any) -> None:
+            async for note in conn.notifies():
+                mark("note")
+                self._notes.append((note.channel, note.payload))
+                if not self._flush_scheduled:
+                    self._flush_scheduled = True
+                    asyncio.get_running_loop().call_soon(self._flush)
+
+        Listener._pump = _pump  # type: ignore[method-assign]
+    except ImportError:
+        pass
+
+    orig_wait = ClaimLoop.wait_for_work
+
+    async def wait_for_work(self: ClaimLoop) -> None:
+        await orig_wait(self)
+        mark("woke", first=False)
+
+    ClaimLoop.wait_for_work = wait_for_work  # type: ignore[method-assign]
+    orig_claim = Queue.claim_held
+
+    async def claim_held(self: Queue, worker_id: str, n: int) -> Any:
+        sent = ns()
+        out = await orig_claim(self, worker_id, n)
+        if out[0]:
+            marks["claim_sent"] = sent
+            marks["claimed"] = ns()
+        return out
+
+    Queue.claim_held = claim_held  # type: ignore[method-assign]
+
+    def on_job(seq: int) -> None:
+        marks["handler"] = ns()
+        out_q.put((seq, dict(marks)))
+        marks.clear()
+
+    async def main() -> None:
+        app, _ = make_app(url, schema, on_job)
+        worker = app.worker(concurrency=8, handle_signals=False)
+
+        async def stopper() -> None:
+            while not stop.is_set():
+                await asyncio.sleep(0.1)
+            worker.stop()
+
+        task = asyncio.get_running_loop().create_task(stopper())
+        ready.set()
+        await worker.run()
+        await app.close()
+        del task
+
+    asyncio.run(main())
+
+
+async def producer(url: str, schema: str | None, samples: int, out_q: Any) -> list[dict[str, int]]:
+    app, noop = make_app(url, schema, lambda seq: None)
+    store = await app.connect()
+    marks: dict[str, int] = {}
+    engine = store._engine
+    orig_enqueue = type(engine).enqueue
+
+    async def enqueue(self: Any, *a: Any, **k: Any) -> Any:
+        out = await orig_enqueue(self, *a, **k)
+        marks["ack"] = ns()
+        return out
+
+    type(engine).enqueue = enqueue
+    waker_cls = None
+    try:
+        from alkstore.engines.postgres.waker import Waker
+
+        waker_cls = Waker
+        orig_send = Waker._send
+
+        async def _send(self: Any, channels: list[str]) -> None:
+            marks.setdefault("wake_sent", ns())
+            await orig_send(self, channels)
+            marks.setdefault("wake_done", ns())
+
+        Waker._send = _send  # type: ignore[method-assign]
+    except ImportError:
+        pass
+    del waker_cls
+    loop = asyncio.get_running_loop()
+    rows = []
+    for seq in range(samples + 5):
+        await asyncio.sleep(random.uniform(0.02, 0.05))
+        marks.clear()
+        marks["start"] = ns()
+        await noop.defer(seq=seq)
+        marks["returned"] = ns()
+        got, theirs = await loop.run_in_executor(None, out_q.get, True, 30)
+        assert got == seq, (got, seq)
+        if seq >= 5:
+            rows.append({**marks, **theirs})
+    await app.close()
+    return rows
+
+
+ORDER = [
+    "start",
+    "ack",
+    "returned",
+    "wake_sent",
+    "wake_done",
+    "note",
+    "woke",
+    "claim_sent",
+    "claimed",
+    "handler",
+]
+
+
+def report(rows: list[dict[str, int]]) -> None:
+    print(f"{'step':<12} {'from prev p50':>14} {'p99':>8} {'from ack p50':>13} {'p99':>8}  (ms)")
+    for name in ORDER:
+        have = [r for r in rows if name in r]
+        if not have:
+            continue
+        prev = [
+            max(
+                (r[p] for p in ORDER[: ORDER.index(name)] if p in r and r[p] <= r[name]),
+                default=r[name],
+            )
+            for r in have
+        ]
+        step = [(r[name] - p) / 1e6 for r, p in zip(have, prev, strict=True)]
+        since = [(r[name] - r["ack"]) / 1e6 for r in have]
+        print(
+            f"{name:<12} {statistics.median(step):>14.3f} {pct(step, 99):>8.3f} "
+            f"{statistics.median(since):>13.3f} {pct(since, 99):>8.3f}"
+        )
+    total = [(r["handler"] - r["start"]) / 1e6 for r in rows]
+    print(f"handler from call start: p50 {statistics.median(total):.3f} p99 {pct(total, 99):.3f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--url", default="postgresql://root@127.0.0.1:5432/test")
+    ap.add_argument("--samples", type=int, default=200)
+    args = ap.parse_args()
+    tmp = None
+    schema = None
+    url = args.url
+    if url.startswith("postgres"):
+        schema = "wake_trace_" + uuid.uuid4().hex[:8]
+    else:
+        tmp = tempfile.mkdtemp()
+        url = f"sqlite:///{os.path.join(tmp, 'wake.db')}"
+    try:
+        out_q, ready, stop = FORK.Queue(), FORK.Event(), FORK.Event()
+        # migrate first (the worker connects to a ready schema)
+        app, _ = make_app(url, schema, lambda seq: None)
+
+        async def migrate() -> None:
+            await app.connect()
+            await app.close()
+
+        asyncio.run(migrate())
+        proc = FORK.Process(target=worker_proc, args=(url, schema, out_q, ready, stop))
+        proc.start()
+        ready.wait(20)
+        time.sleep(0.5)
+        rows = asyncio.run(producer(url, schema, args.samples, out_q))
+        stop.set()
+        proc.join(10)
+        if proc.is_alive():
+            proc.terminate()
+        report(rows)
+    finally:
+        if schema is not None:
+            import psycopg
+
+            with psycopg.connect(args.url, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        if tmp is not None:
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
