@@ -243,22 +243,15 @@ WHERE d.queue = %(queue)s AND d.dedupe_key = u.k;
 -- returns one marker row (id NULL, state 'limited', or 'fair' for a fair queue
 -- without limits) telling the engine to take the flow's path (claim_locked).
 -- An uncorrelated condition, so a one-time filter.
--- quick: the claim's commit does not wait for the WAL flush (set_config local
--- to its transaction, as life_put_step): the claim is visible at once, kept
--- through any crash of a worker, and flushed by the next synchronous commit
--- (the job's outcome among them, so an outcome never outlives its claim); a
--- crash of the server can lose the claims of its last fraction of a second,
--- and those jobs are then pending again with that attempt uncounted (they run
--- again: at least once). It spares the flush wait, most of a wake's claim.
-WITH quick AS MATERIALIZED (
-    SELECT set_config('synchronous_commit', 'off', true) AS v
-), gate AS MATERIALIZED (
+-- The claim waits for its WAL flush (the server's synchronous_commit): a claim
+-- lost in a server crash would hand the same attempt number, the fence, to a
+-- second claimant while the first, on another host, still holds it.
+WITH gate AS MATERIALIZED (
     SELECT paused, (concurrency IS NOT NULL OR partition_concurrency IS NOT NULL
                     OR rate_count IS NOT NULL) AS limited, fair
     FROM {schema}.alk_queues WHERE queue = %(queue)s
 ), open AS MATERIALIZED (
-    SELECT NOT EXISTS (SELECT 1 FROM gate WHERE paused OR ((limited OR fair) AND %(gated)s))
-           AND (SELECT v FROM quick) = 'off' AS ok
+    SELECT NOT EXISTS (SELECT 1 FROM gate WHERE paused OR ((limited OR fair) AND %(gated)s)) AS ok
 ), swept AS (
     DELETE FROM {schema}.alk_jobs
     WHERE queue = %(queue)s AND state = 'processing' AND claim_expires_at < {now}
