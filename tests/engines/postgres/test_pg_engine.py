@@ -606,9 +606,11 @@ async def test_the_claim_waits_for_the_flush(
     await store.queue("quick").enqueue(b"x")
     engine = _engine(store)
     params = {"queue": "quick", "worker": "w", "n": 1, "exhausted_error": "e", "gated": True}
-    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
-        async with conn.transaction():
-            rows = await (await conn.execute(engine.q["claim"], params)).fetchall()
-            assert len(rows) == 1
-            inside = await (await conn.execute("SHOW synchronous_commit")).fetchone()
+    async with (
+        await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn,
+        conn.transaction(),
+    ):
+        rows = await (await conn.execute(engine.q["claim"], params)).fetchall()
+        assert len(rows) == 1
+        inside = await (await conn.execute("SHOW synchronous_commit")).fetchone()
     assert inside == ("on",)
