@@ -133,25 +133,17 @@ class Completer:
     async def _flush(self, runs: list[Run]) -> None:
         answers = await self._ack_runs(runs)
         held = self.held
-        # without metrics or a line per success, an acked run is only counted: by
-        # queue here, added up once for the batch
-        quiet = self.metrics is None and not log.isEnabledFor(logging.DEBUG)
-        acked_in: Counter[str] = Counter()
-        for run, acked in zip(runs, answers, strict=True):
+        acked: list[Run] = []
+        for run, done in zip(runs, answers, strict=True):
             held.discard(run)
-            if acked and quiet:
-                acked_in[run.job.queue] += 1
+            if done:
+                acked.append(run)
                 continue
-            self.record(run, run.name, "success" if acked else "lost", None)
-            if not acked and self.history is not None:  # a refused ack is not a success
+            self.record(run, run.name, "lost", None)
+            if self.history is not None:  # a refused ack is not a success
                 self.history.add(run, "lost", _refused(False))
-        if acked_in:
-            self.counts["success"] += acked_in.total()
-            if self.presence is not None:
-                for queue, n in acked_in.items():
-                    self.presence.count(queue, "success", n)
-            if self._summary_timer is None:
-                self._arm_summary()
+        if acked:
+            self._record_successes(acked)
         self.room.set()
 
     def _abandon(self, runs: list[Run]) -> None:
@@ -275,6 +267,22 @@ class Completer:
         if log.isEnabledFor(level):
             self._log(level, run, name, outcome, error)
 
+    def _record_successes(self, runs: list[Run]) -> None:
+        """:meth:`record` for the runs whose ack the database confirmed, counted once
+        per batch and queue (their own lines are DEBUG: the INFO summary counts them)."""
+        self.counts["success"] += len(runs)
+        if self._summary_timer is None:
+            self._arm_summary()
+        if self.presence is not None:
+            for queue, n in Counter(run.handle.job.queue for run in runs).items():
+                self.presence.count(queue, "success", n)
+        debug = log.isEnabledFor(logging.DEBUG)
+        if self.metrics is not None or debug:
+            for run in runs:
+                self._measure(run, run.name, "success")
+                if debug:
+                    self._log(logging.DEBUG, run, run.name, "success", None)
+
     def record_revoked(self, run: Run, name: str) -> None:
         """Count and log a run that stopped being ours (nothing is written)."""
         outcome = run.revoked or "lost"
@@ -285,13 +293,16 @@ class Completer:
 
     def _observe(self, run: Run, name: str, outcome: str) -> None:
         """Count one finished run in the outcome history and the metrics."""
-        queue = run.handle.job.queue
         if self.presence is not None:
-            self.presence.count(queue, outcome)
+            self.presence.count(run.handle.job.queue, outcome)
+        self._measure(run, name, outcome)
+
+    def _measure(self, run: Run, name: str, outcome: str) -> None:
+        """The run's outcome and duration in the metrics, if the worker has them."""
         if self.metrics is not None:
             task = name if name in self.app.tasks else "unknown"  # bounded label values
             duration = (run.finished or time.monotonic()) - run.started
-            self.metrics.finished(queue, task, outcome, duration)
+            self.metrics.finished(run.handle.job.queue, task, outcome, duration)
 
     def _log(self, level: int, run: Run, name: str, outcome: str, error: str | None) -> None:
         job = run.handle.job

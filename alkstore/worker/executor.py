@@ -16,7 +16,7 @@ import concurrent.futures
 import contextlib
 import contextvars
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -72,23 +72,25 @@ class Executor:
         thread.add_done_callback(self._threads.discard)
         return await asyncio.wrap_future(thread)
 
-    async def execute(self, run: Run) -> Outcome:
+    def execute(self, run: Run) -> Coroutine[Any, Any, Outcome]:
         """Run the handler of ``run`` (state ``RUNNING``); its outcome. The run is
         ``DONE`` on return unless it was revoked meanwhile. A ``CancelledError`` that
-        is the worker's stop (not a revoke) is raised: the stop gives the job back."""
-        hooks = self.hooks
-        if not hooks.failure:  # the plain path: nothing to hand a failure to
-            return await self.run_handler(run, None)
+        is the worker's stop (not a revoke) is raised: the stop gives the job back.
+        Without failure hooks this is the handler's own coroutine (one less a job)."""
+        if not self.hooks.failure:  # the plain path: nothing to hand a failure to
+            return self._execute(run, None)
+        return self._execute_hooked(run)
+
+    async def _execute_hooked(self, run: Run) -> Outcome:
         failed: list[BaseException] = []
-        outcome = await self.run_handler(run, failed)
+        outcome = await self._execute(run, failed)
         if failed and outcome.kind in _FAILED:
-            await hooks.failed(run.job, failed[0])
+            await self.hooks.failed(run.job, failed[0])
         return outcome
 
-    async def run_handler(self, run: Run, failed: list[BaseException] | None) -> Outcome:
-        """:meth:`execute` without the failure hooks (their caller's: the producer
-        awaits this one coroutine per job when the app has none); each exception
-        that made a failed outcome is appended to ``failed`` if given."""
+    async def _execute(self, run: Run, failed: list[BaseException] | None) -> Outcome:
+        """The handler's run; each exception that made a failed outcome is appended
+        to ``failed`` if given (the failure hooks')."""
         job = run.job
         name = "?"
         trace = None

@@ -267,12 +267,8 @@ class Producer:
 
     async def _execute(self, run: Run) -> None:
         """One job's task: run the handler, free the slot, hand over the outcome."""
-        executor = self.executor
         try:
-            if executor.hooks.failure:
-                outcome = await executor.execute(run)
-            else:  # the plain path: one coroutine less per job
-                outcome = await executor.run_handler(run, None)
+            outcome = await self.executor.execute(run)
         finally:
             self._free_slot(run)  # the next job starts while this outcome is written
         completer = self.completer
