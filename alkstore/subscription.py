@@ -33,7 +33,6 @@ class Subscription:
         self._wake_only = wake_only
         self._notes: deque[Notification] = deque()
         self._event = asyncio.Event()
-        self._waiters: set[asyncio.Future[None]] = set()  # bounded waits in progress
         self._closed = False
         self._entered = False
 
@@ -41,33 +40,21 @@ class Subscription:
     def _push(self, note: Notification) -> None:
         if not self._wake_only:
             self._notes.append(note)
-        self._set()
+        self._event.set()
 
     def _wake(self) -> None:
-        self._set()
+        self._event.set()
 
     def _close(self) -> None:
         self._closed = True
-        self._set()
-
-    def _set(self) -> None:
         self._event.set()
-        for waiter in self._waiters:
-            if not waiter.done():
-                waiter.set_result(None)
 
     async def _until_set(self, timeout: float) -> None:
-        """Wait until set or ``timeout`` s: one future and one timer, no task (the wake
-        resumes the waiting loop in one step)."""
-        loop = asyncio.get_running_loop()
-        waiter = loop.create_future()
-        self._waiters.add(waiter)
-        timer = loop.call_later(timeout, _resolve, waiter)
-        try:
-            await waiter
-        finally:
-            timer.cancel()
-            self._waiters.discard(waiter)
+        """Wait until set or ``timeout`` s, with no task of its own (``asyncio.wait_for``
+        made one per wait): the wake resumes the waiting loop in one step."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._event.wait()
 
     # -- consumers -----------------------------------------------------------
     async def __aenter__(self) -> Subscription:
@@ -88,7 +75,7 @@ class Subscription:
         """Stop listening; idempotent."""
         if not self._closed:
             self._closed = True
-            self._set()
+            self._event.set()
             await self._hub.remove(self)
 
     @property
@@ -135,11 +122,6 @@ class Subscription:
             self._event.clear()
             await self._event.wait()
         return self._notes.popleft()
-
-
-def _resolve(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
 
 
 class ListenerHub:
