@@ -53,14 +53,16 @@ async def _claims(q: alkstore.Queue, times: int) -> None:
         await q.ack_batch([h.job.id for h in handles])
 
 
-async def test_the_fair_claim_runs_on_its_generic_plan_once_its_tables_are_analyzed(
-    fair_store: alkstore.Store, pg_url: str
-) -> None:
-    q = fair_store.queue("tenants")
-    for k in range(200):
-        await q.enqueue_many([b"x"] * 20, EnqueueOpts(partition_key=f"t{k:03}"))
+async def _analyzed_fair_queue(
+    store: alkstore.Store, pg_url: str, *, keys: int, per_key: int
+) -> tuple[alkstore.Queue, PostgresEngine]:
+    """A fair queue with ``per_key`` jobs on each of ``keys`` keys, its tables analyzed
+    (the generic plan is taken only once the planner has statistics)."""
+    q = store.queue("tenants")
+    for k in range(keys):
+        await q.enqueue_many([b"x"] * per_key, EnqueueOpts(partition_key=f"t{k:03}"))
     await q.set_fair()
-    engine = fair_store._engine
+    engine = store._engine
     assert isinstance(engine, PostgresEngine)
     with psycopg.connect(pg_url, autocommit=True) as admin:
         for table in ("alk_jobs", "alk_fair"):
@@ -69,6 +71,13 @@ async def test_the_fair_claim_runs_on_its_generic_plan_once_its_tables_are_analy
                     sql.Identifier(engine.schema), sql.Identifier(table)
                 )
             )
+    return q, engine
+
+
+async def test_the_fair_claim_runs_on_its_generic_plan_once_its_tables_are_analyzed(
+    fair_store: alkstore.Store, pg_url: str
+) -> None:
+    q, engine = await _analyzed_fair_queue(fair_store, pg_url, keys=200, per_key=20)
     await _claims(q, 12)
     # left to itself the server makes a custom plan at every claim for this statement
     assert await _plans(engine) == (12, 0)
@@ -77,19 +86,7 @@ async def test_the_fair_claim_runs_on_its_generic_plan_once_its_tables_are_analy
 async def test_the_generic_plan_setting_ends_with_the_claims_transaction(
     fair_store: alkstore.Store, pg_url: str
 ) -> None:
-    q = fair_store.queue("tenants")
-    for k in range(50):
-        await q.enqueue_many([b"x"] * 4, EnqueueOpts(partition_key=f"t{k:03}"))
-    await q.set_fair()
-    engine = fair_store._engine
-    assert isinstance(engine, PostgresEngine)
-    with psycopg.connect(pg_url, autocommit=True) as admin:
-        for table in ("alk_jobs", "alk_fair"):
-            admin.execute(
-                sql.SQL("ANALYZE {}.{}").format(
-                    sql.Identifier(engine.schema), sql.Identifier(table)
-                )
-            )
+    q, engine = await _analyzed_fair_queue(fair_store, pg_url, keys=50, per_key=4)
     await _claims(q, 3)
     assert (await _plans(engine))[0] == 3  # the claims ran on the generic plan...
     pool = engine.check_open()
