@@ -185,16 +185,7 @@ async def hold(url: str, rate: int, hold_at: float, hold_for: float, tail: float
     async def holder() -> None:
         if url.startswith("sqlite"):
             return  # a read transaction on SQLite holds back checkpoints, not vacuum
-        import psycopg
-
-        await asyncio.sleep(hold_at)
-        conn = await psycopg.AsyncConnection.connect(url)
-        await conn.execute("SELECT txid_current()")  # a snapshot held: idle in transaction
-        print(f"-- idle in transaction from {hold_at:.0f} s", flush=True)
-        await asyncio.sleep(hold_for)
-        await conn.rollback()
-        await conn.close()
-        print(f"-- released at {hold_at + hold_for:.0f} s", flush=True)
+        await hold_xmin(url, hold_at, hold_for)
 
     async def report() -> None:
         seen = 0
@@ -230,6 +221,22 @@ async def hold(url: str, rate: int, hold_at: float, hold_for: float, tail: float
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+async def hold_xmin(url: str, hold_at: float, hold_for: float) -> None:
+    """At ``hold_at`` s open a transaction on PostgreSQL ``url``, take a snapshot and sit
+    idle in it for ``hold_for`` s: the xmin horizon is held back, vacuum clears nothing
+    newer."""
+    import psycopg
+
+    await asyncio.sleep(hold_at)
+    conn = await psycopg.AsyncConnection.connect(url)
+    await conn.execute("SELECT txid_current()")  # a snapshot held: idle in transaction
+    print(f"-- idle in transaction from {hold_at:.0f} s", flush=True)
+    await asyncio.sleep(hold_for)
+    await conn.rollback()
+    await conn.close()
+    print(f"-- released at {hold_at + hold_for:.0f} s", flush=True)
 
 
 def main() -> None:

@@ -29,7 +29,7 @@ import statistics
 import time
 
 import psycopg
-from churn import percentile, scratch_cluster
+from churn import hold_xmin, percentile, scratch_cluster
 
 QUEUE = "churn"
 
@@ -223,16 +223,6 @@ async def hold(
             if rotor is not None and batches % 50 == 0:
                 await rotor.step()
 
-    async def holder() -> None:
-        await asyncio.sleep(hold_at)
-        conn = await psycopg.AsyncConnection.connect(url)
-        await conn.execute("SELECT txid_current()")
-        print(f"-- idle in transaction from {hold_at:.0f} s", flush=True)
-        await asyncio.sleep(hold_for)
-        await conn.rollback()
-        await conn.close()
-        print(f"-- released at {hold_at + hold_for:.0f} s", flush=True)
-
     async def report() -> None:
         seen = 0
         side = await psycopg.AsyncConnection.connect(url, autocommit=True)
@@ -253,7 +243,7 @@ async def hold(
                 )
         await side.close()
 
-    await asyncio.gather(produce(), consume(), holder(), report())
+    await asyncio.gather(produce(), consume(), hold_xmin(url, hold_at, hold_for), report())
     before = [lat for t, lat in latencies if t < hold_at]
     during = [lat for t, lat in latencies if hold_at <= t < hold_at + hold_for]
     if before and during:
