@@ -276,18 +276,19 @@ async def test_a_batch_outliving_the_visibility_timeout_keeps_its_items(
 
 
 async def test_a_graceful_stop_lets_the_running_batch_finish(app: alkstore.App) -> None:
-    started = asyncio.Event()
+    started, release = asyncio.Event(), asyncio.Event()
 
     @app.task(queue="g", name="finish", batch_size=5, batch_wait_s=0.05)
     async def finish(items: list[BatchItem]) -> None:
         started.set()
-        await asyncio.sleep(0.5)
+        await release.wait()  # finishes only after the stop was asked for
 
     ids = await finish.defer_many([{"n": n} for n in range(5)])
     worker = app.worker(handle_signals=False, poll_interval_s=0.2, grace_s=30)
     task = asyncio.create_task(worker.run())
     await asyncio.wait_for(started.wait(), 30)
     worker.stop()
+    release.set()
     await task
     assert worker.counts["success"] == 5
     store = await app.connect()
