@@ -154,6 +154,7 @@ class Cluster:
                     sys.executable, "-m", "alkstore", "worker", "tests.cluster.app:app",
                     "--url", self.url(), "--schema", schema, "--worker-id", name,
                     "--poll-interval", "0.5", "--log-format", "json",
+                    "--log-level", "debug",  # a line per success: the checks read them
                     *args,
                 ],
                 cwd=ROOT,
