@@ -18,6 +18,7 @@ from alkstore.core.options import describe
 from alkstore.errors import InvalidArgumentError
 
 __all__ = [
+    "GONE_LIFE_KEPT_S",
     "ATTEMPT_OUTCOMES",
     "DEFAULT_ATTEMPT_HISTORY",
     "STEP_NAME_MAX",
@@ -37,6 +38,9 @@ ATTEMPT_OUTCOMES: frozenset[str] = frozenset(
     ("success", "retry", "dead", "lost", "interrupted", "cancelled", "snoozed")
 )
 DEFAULT_ATTEMPT_HISTORY = 20  # attempts kept per job (the newest); Worker(attempt_history=)
+# a gone job's attempts and progress stay readable this long after its newest record
+# (a cancelled run, or the failures before a success), then the sweep drops them
+GONE_LIFE_KEPT_S = 3600.0
 STEP_NAME_MAX = 200  # characters of a step, sleep or signal name
 PROGRESS_MESSAGE_MAX = 1000  # characters of a progress message
 

@@ -13,6 +13,7 @@ import pytest
 
 import alkstore
 from alkstore import QueueOpts
+from alkstore.core.life import GONE_LIFE_KEPT_S
 from alkstore.errors import (
     InvalidArgumentError,
     JobLostError,
@@ -447,18 +448,40 @@ async def test_the_sweep_drops_the_life_of_gone_jobs(store: alkstore.Store, qnam
         await JobLife(handle, loop)._write(0.5, None)
     await handles[gone].retry("again", delay_s=0)
     engine = store._engine
-    await engine.add_attempts(
-        [(gone, qname, 1, "w", "h", time.time(), time.time(), "retry", "again")], 20
-    )
+    now = time.time()
+    await engine.add_attempts([(gone, qname, 1, "w", "h", now, now, "retry", "again")], 20)
     assert await queue.cancel(gone)
     await queue.sweep_expired()
+    # steps and signals go at once; the attempts and progress stay readable a while
     assert await engine.steps(qname, gone) == {}
     assert await engine.get_signal(qname, gone, "s") is None
-    assert await engine.progress(qname, gone) is None
-    assert await engine.attempts(qname, gone) == []
+    assert [a.outcome for a in await queue.attempts(gone)] == ["retry"]
+    assert await queue.progress(gone) is not None
     assert await engine.steps(qname, live) == {"x": "1"}
     assert await engine.get_signal(qname, live, "s") == "1"
     assert await queue.progress(live) is not None
+
+
+async def test_the_sweep_drops_a_gone_jobs_history_once_it_is_old(
+    store: alkstore.Store, qname: str
+) -> None:
+    queue = store.queue(qname)
+    old, fresh = await queue.enqueue_many(["a", "b"])
+    engine = store._engine
+    long_ago = time.time() - GONE_LIFE_KEPT_S - 60
+    await engine.add_attempts(
+        [
+            (old, qname, 1, "w", "h", long_ago, long_ago, "cancelled", "stopped"),
+            (fresh, qname, 1, "w", "h", long_ago, long_ago, "retry", "first"),
+            (fresh, qname, 2, "w", "h", long_ago, time.time(), "cancelled", "stopped"),
+        ],
+        20,
+    )
+    assert await queue.cancel(old) and await queue.cancel(fresh)
+    await queue.sweep_expired()
+    assert await queue.attempts(old) == []
+    # a job's rows go together: the old first attempt stays beside the fresh second
+    assert [a.outcome for a in await queue.attempts(fresh)] == ["retry", "cancelled"]
 
 
 async def test_park_carries_its_signal() -> None:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import psycopg
 
 from alkstore.core.job import Row
+from alkstore.core.life import GONE_LIFE_KEPT_S
 from alkstore.engines.postgres.connections import PostgresConnections
 
 __all__ = ["PostgresLife"]
@@ -99,5 +100,5 @@ class PostgresLife(PostgresConnections):
         return await self._poke(job_id, name)
 
     async def purge_life(self, queue: str) -> int:
-        row = await self._fetchone("life_purge", {"queue": queue})
+        row = await self._fetchone("life_purge", {"queue": queue, "kept": GONE_LIFE_KEPT_S})
         return 0 if row is None else int(row[0])

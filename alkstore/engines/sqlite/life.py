@@ -5,9 +5,11 @@ commit; SQLite's single writer makes a signal and a park's check race-free."""
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Sequence
 
 from alkstore.core.job import Row
+from alkstore.core.life import GONE_LIFE_KEPT_S
 from alkstore.engines.sqlite.connections import SqliteConnections
 from alkstore.engines.sqlite.migrator import QUERIES as Q
 
@@ -24,6 +26,9 @@ _ATTEMPT_COLUMNS = (
     "outcome",
     "error",
 )
+
+
+_AGED = ("attempts", "progress")  # the purges that keep a gone job's fresh rows
 
 
 class SqliteLife(SqliteConnections):
@@ -105,9 +110,10 @@ class SqliteLife(SqliteConnections):
 
     def purge_life_unit(self, conn: sqlite3.Connection, queue: str) -> int:
         """The sweep's purge, inside the sweep's own unit."""
-        params = {"queue": queue}
+        cutoff = {"queue": queue, "cutoff": time.time() - GONE_LIFE_KEPT_S}
+        plain = {"queue": queue}
         return sum(
-            conn.execute(Q[f"life_purge_{t}"], params).rowcount
+            conn.execute(Q[f"life_purge_{t}"], cutoff if t in _AGED else plain).rowcount
             for t in ("attempts", "progress", "steps", "signals")
         )
 

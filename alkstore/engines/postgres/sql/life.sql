@@ -96,7 +96,8 @@ RETURNING queue;
 
 -- name: life_purge
 -- The sweep: rows of the queue's jobs that are gone (attempts and progress stay
--- while a kept result does; steps and signals only while the job is live or dead).
+-- while a kept result does, and for GONE_LIFE_KEPT_S after the newest of them, a
+-- job's attempts together; steps and signals only while the job is live or dead).
 WITH gone AS (
     SELECT DISTINCT job_id FROM (
         SELECT job_id FROM {schema}.alk_attempts WHERE queue = %(queue)s
@@ -110,11 +111,15 @@ WITH gone AS (
     SELECT job_id FROM gone
     WHERE EXISTS (SELECT 1 FROM {schema}.alk_results r WHERE r.id = gone.job_id)
 ), a AS (
-    DELETE FROM {schema}.alk_attempts WHERE job_id IN (SELECT job_id FROM gone)
-      AND job_id NOT IN (SELECT job_id FROM kept) RETURNING 1
+    DELETE FROM {schema}.alk_attempts AS t WHERE job_id IN (SELECT job_id FROM gone)
+      AND job_id NOT IN (SELECT job_id FROM kept)
+      AND NOT EXISTS (SELECT 1 FROM {schema}.alk_attempts f WHERE f.job_id = t.job_id
+                      AND f.finished_at > {now} - make_interval(secs => %(kept)s::float8))
+    RETURNING 1
 ), p AS (
     DELETE FROM {schema}.alk_progress WHERE job_id IN (SELECT job_id FROM gone)
-      AND job_id NOT IN (SELECT job_id FROM kept) RETURNING 1
+      AND job_id NOT IN (SELECT job_id FROM kept)
+      AND updated_at <= {now} - make_interval(secs => %(kept)s::float8) RETURNING 1
 ), s AS (
     DELETE FROM {schema}.alk_steps WHERE job_id IN (SELECT job_id FROM gone) RETURNING 1
 ), g AS (

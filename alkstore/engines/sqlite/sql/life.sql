@@ -68,14 +68,18 @@ WHERE id = :id AND state = 'pending' AND run_at > :now
   AND EXISTS (SELECT 1 FROM alk_steps WHERE job_id = :id AND name = '@wait:' || :name);
 
 -- name: life_purge_attempts
--- The sweep: rows of the queue's jobs that are gone (not live, not dead, no kept result).
+-- The sweep: rows of the queue's jobs that are gone (not live, not dead, no kept result)
+-- and whose newest record is older than :cutoff (a job's attempts go together: a
+-- number missing from a history reads as lost).
 DELETE FROM alk_attempts WHERE queue = :queue
   AND NOT EXISTS (SELECT 1 FROM alk_jobs j WHERE j.id = alk_attempts.job_id)
   AND NOT EXISTS (SELECT 1 FROM alk_dead d WHERE d.id = alk_attempts.job_id)
-  AND NOT EXISTS (SELECT 1 FROM alk_results r WHERE r.id = alk_attempts.job_id);
+  AND NOT EXISTS (SELECT 1 FROM alk_results r WHERE r.id = alk_attempts.job_id)
+  AND NOT EXISTS (SELECT 1 FROM alk_attempts f
+                  WHERE f.job_id = alk_attempts.job_id AND f.finished_at > :cutoff);
 
 -- name: life_purge_progress
-DELETE FROM alk_progress WHERE queue = :queue
+DELETE FROM alk_progress WHERE queue = :queue AND updated_at <= :cutoff
   AND NOT EXISTS (SELECT 1 FROM alk_jobs j WHERE j.id = alk_progress.job_id)
   AND NOT EXISTS (SELECT 1 FROM alk_dead d WHERE d.id = alk_progress.job_id)
   AND NOT EXISTS (SELECT 1 FROM alk_results r WHERE r.id = alk_progress.job_id);
