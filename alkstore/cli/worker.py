@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from alkstore.cli import render, supervisor, worker_options
+from alkstore.cli import supervisor, worker_options
 from alkstore.cli.apps import load_app
 from alkstore.cli.base import Failed, _bind_app, _open, _out, _run, _store_options
 from alkstore.cli.logs import setup_logging
@@ -107,6 +107,8 @@ def _check_recycle(options: dict[str, Any]) -> None:
 def schedules(ctx: click.Context, app_spec: str, url: str | None, schema: str | None) -> None:
     """MODULE:APP's periodic schedules with their last and next run."""
     import time
+
+    from alkstore.cli import render
 
     app = load_app(app_spec)
     if not app.schedules:
