@@ -22,6 +22,10 @@ run by run (a shared machine's load falls on all of them alike):
 
 Both sides run this checkout's alkstore, or, under ``bench/old_code.py ROOT``, the
 one ``ROOT`` holds (the CLI is then ``ROOT/alkstore/__main__.py`` run by old_code.py).
+``--against ROOT`` runs both checkouts in one go, alternating run by run (the A/B
+this machine's shifting load calls for):
+
+    .venv/bin/python bench/cli_startup.py --against /work/main --pg postgresql://...
 Logs go to /dev/null. Logging is ``--log`` (INFO, the CLI's default). Bytecode is
 cached (``PYTHONPYCACHEPREFIX``, one warm-up start per engine) as in an installed
 deployment, whatever ``PYTHONDONTWRITEBYTECODE`` says.
@@ -45,7 +49,6 @@ import alkstore
 
 HERE = Path(__file__).resolve().parent
 ROOT = Path(alkstore.__file__).resolve().parent.parent  # the checkout whose code runs
-CURRENT = HERE.parent == ROOT
 PYCACHE = os.path.join(tempfile.gettempdir(), f"alk-cli-bench-pycache-{os.getuid()}")
 
 APP = """
@@ -93,13 +96,19 @@ asyncio.run(main())
 """
 
 
-def _cli_argv(folder: str, args: argparse.Namespace) -> list[str]:
+def _python(root: Path, script: str) -> list[str]:
+    """The command running ``script`` (a path) against ``root``'s alkstore."""
+    if root == HERE.parent:
+        return [sys.executable, script]
+    return [sys.executable, str(HERE / "old_code.py"), str(root), script]
+
+
+def _cli_argv(root: Path, folder: str, args: argparse.Namespace) -> list[str]:
     app = f"{folder}/benchapp.py:app"
     rest = ["worker", app, "--concurrency", str(args.concurrency), "--log-level", args.log]
-    if CURRENT:
+    if root == HERE.parent:
         return [sys.executable, "-m", "alkstore", *rest]
-    launcher = str(HERE / "old_code.py")
-    return [sys.executable, launcher, str(ROOT), str(ROOT / "alkstore" / "__main__.py"), *rest]
+    return [*_python(root, str(root / "alkstore" / "__main__.py")), *rest]
 
 
 def _env(url: str, schema: str, folder: str, **extra: str) -> dict[str, str]:
@@ -113,7 +122,7 @@ def _env(url: str, schema: str, folder: str, **extra: str) -> dict[str, str]:
     return env
 
 
-def _fill(url: str, schema: str, folder: str, jobs: int) -> None:
+def _fill(root: Path, url: str, schema: str, folder: str, jobs: int) -> None:
     code = (
         "import asyncio, benchapp\n"
         "async def m():\n"
@@ -123,12 +132,14 @@ def _fill(url: str, schema: str, folder: str, jobs: int) -> None:
         "            await benchapp.noop.defer_many(calls)\n"
         "asyncio.run(m())\n"
     )
-    launch = [sys.executable, "-c", code]
-    if not CURRENT:
-        path = Path(folder) / "fill.py"
-        path.write_text(code)
-        launch = [sys.executable, str(HERE / "old_code.py"), str(ROOT), str(path)]
-    subprocess.run(launch, env=_env(url, schema, folder), check=True, stdout=subprocess.DEVNULL)
+    path = Path(folder) / "fill.py"
+    path.write_text(code)
+    subprocess.run(
+        _python(root, str(path)),
+        env=_env(url, schema, folder),
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 def _run_cli(argv: list[str], env: dict[str, str]) -> tuple[float, float, float]:
@@ -168,33 +179,30 @@ class Store:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def startup(engine: str, args: argparse.Namespace) -> float:
+def startup(root: Path, engine: str, args: argparse.Namespace) -> float:
     with Store(engine, args.pg) as s:
-        _fill(s.url, s.schema, s.folder, 1)
+        _fill(root, s.url, s.schema, s.folder, 1)
         first = f"{s.folder}/first"
         env = _env(s.url, s.schema, s.folder, BENCH_STOP_AFTER="1", BENCH_FIRST=first)
-        launched, _, _ = _run_cli(_cli_argv(s.folder, args), env)
+        launched, _, _ = _run_cli(_cli_argv(root, s.folder, args), env)
         return float(Path(first).read_text()) - launched
 
 
-def cli_drain(engine: str, args: argparse.Namespace) -> tuple[float, float]:
+def cli_drain(root: Path, engine: str, args: argparse.Namespace) -> tuple[float, float]:
     with Store(engine, args.pg) as s:
-        _fill(s.url, s.schema, s.folder, args.jobs)
+        _fill(root, s.url, s.schema, s.folder, args.jobs)
         env = _env(s.url, s.schema, s.folder, BENCH_STOP_AFTER=str(args.jobs))
-        _, wall, cpu = _run_cli(_cli_argv(s.folder, args), env)
+        _, wall, cpu = _run_cli(_cli_argv(root, s.folder, args), env)
         return args.jobs / wall, cpu / args.jobs * 1e6
 
 
-def in_process_drain(engine: str, args: argparse.Namespace) -> tuple[float, float]:
+def in_process_drain(root: Path, engine: str, args: argparse.Namespace) -> tuple[float, float]:
     with Store(engine, args.pg) as s:
-        _fill(s.url, s.schema, s.folder, args.jobs)
+        _fill(root, s.url, s.schema, s.folder, args.jobs)
         env = _env(s.url, s.schema, s.folder, BENCH_STOP_AFTER=str(args.jobs))
-        argv = [sys.executable, "-c", IN_PROCESS, s.folder, str(args.concurrency), args.log]
-        if not CURRENT:
-            path = Path(s.folder) / "inproc.py"
-            path.write_text(IN_PROCESS)
-            argv = [sys.executable, str(HERE / "old_code.py"), str(ROOT), str(path)]
-            argv += [s.folder, str(args.concurrency), args.log]
+        path = Path(s.folder) / "inproc.py"
+        path.write_text(IN_PROCESS)
+        argv = [*_python(root, str(path)), s.folder, str(args.concurrency), args.log]
         out = subprocess.run(argv, env=env, check=True, capture_output=True, text=True).stdout
         wall, cpu, done = out.split()[-3:]
         assert int(done) >= args.jobs, out
@@ -203,6 +211,24 @@ def in_process_drain(engine: str, args: argparse.Namespace) -> tuple[float, floa
 
 def _range(values: list[float], fmt: str) -> str:
     return f"{statistics.median(values):{fmt}} [{min(values):{fmt}}–{max(values):{fmt}}]"
+
+
+def _print(root: Path, engine: str, samples: dict[str, list[Any]]) -> None:
+    who = f"{engine:<8} {root.name:<10}"
+    if samples["startup"]:
+        ms = [t * 1000 for t in samples["startup"]]
+        print(f"{who} {'CLI start-up to first handler':<30} {_range(ms, '.0f')} ms", flush=True)
+    if not samples["cli"]:
+        return
+    for label, rows in (("CLI drain", samples["cli"]), ("in-process drain", samples["here"])):
+        rates, cpus = [r for r, _ in rows], [c for _, c in rows]
+        print(
+            f"{who} {label:<30} {_range(rates, ',.0f')} jobs/s · {_range(cpus, '.0f')} µs CPU/job",
+            flush=True,
+        )
+    pairs = zip(samples["cli"], samples["here"], strict=True)
+    ratio = [c[0] / h[0] for c, h in pairs]
+    print(f"{who} {'CLI / in-process (rate)':<30} {_range(ratio, '.2f')}", flush=True)
 
 
 def main() -> None:
@@ -214,39 +240,31 @@ def main() -> None:
     parser.add_argument("--pg", default=None, help="PostgreSQL URL (a scratch schema is used)")
     parser.add_argument("--engines", default="sqlite,postgres")
     parser.add_argument("--only", default="startup,drain", help="startup, drain or both")
+    parser.add_argument(
+        "--against", default=None, help="another checkout, run alternately with this one"
+    )
     args = parser.parse_args()
     engines = [e for e in args.engines.split(",") if e and (e != "postgres" or args.pg)]
     only = set(args.only.split(","))
+    roots = [ROOT] + ([Path(args.against).resolve()] if args.against else [])
     print(
-        f"# alkstore from {ROOT}; {args.jobs} no-op jobs, c={args.concurrency}, "
-        f"log {args.log}, median [min–max] of {args.runs}",
+        f"# {args.jobs} no-op jobs, c={args.concurrency}, log {args.log}, "
+        f"median [min–max] of {args.runs}; alkstore from {', '.join(map(str, roots))}",
         flush=True,
     )
     for engine in engines:
-        startup(engine, args)  # warm-up: the bytecode cache filled, the page cache warm
-        starts: list[float] = []
-        cli: list[tuple[float, float]] = []
-        here: list[tuple[float, float]] = []
-        for _ in range(args.runs):  # alternating: one of each kind per round
-            if "startup" in only:
-                starts.append(startup(engine, args))
-            if "drain" in only:
-                cli.append(cli_drain(engine, args))
-                here.append(in_process_drain(engine, args))
-        if starts:
-            ms = [s * 1000 for s in starts]
-            print(f"{engine:<9} CLI start-up to first handler  {_range(ms, '.0f')} ms", flush=True)
-        if cli:
-            rows: list[tuple[str, Any]] = [("CLI drain", cli), ("in-process drain", here)]
-            for label, samples in rows:
-                rates, cpus = [r for r, _ in samples], [c for _, c in samples]
-                print(
-                    f"{engine:<9} {label:<30} {_range(rates, ',.0f')} jobs/s · "
-                    f"{_range(cpus, '.0f')} µs CPU/job",
-                    flush=True,
-                )
-            ratio = [c[0] / h[0] for c, h in zip(cli, here, strict=True)]
-            print(f"{engine:<9} {'CLI / in-process (rate)':<30} {_range(ratio, '.2f')}", flush=True)
+        samples = {root: {"startup": [], "cli": [], "here": []} for root in roots}
+        for root in roots:
+            startup(root, engine, args)  # warm-up: bytecode cached, page cache warm
+        for _ in range(args.runs):  # alternating: one of each kind and checkout per round
+            for root in roots:
+                if "startup" in only:
+                    samples[root]["startup"].append(startup(root, engine, args))
+                if "drain" in only:
+                    samples[root]["cli"].append(cli_drain(root, engine, args))
+                    samples[root]["here"].append(in_process_drain(root, engine, args))
+        for root in roots:
+            _print(root, engine, samples[root])
 
 
 if __name__ == "__main__":
