@@ -52,6 +52,7 @@ _UNWANTED = (
     "argparse",
     "alkstore.dashboard",
     "alkstore.metrics",
+    "alkstore.core.health",  # the doctor's
     "alkstore.cli.render",
     "alkstore.cli.jobs",
     "alkstore.cli.queues",
