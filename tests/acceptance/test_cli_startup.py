@@ -53,6 +53,9 @@ _UNWANTED = (
     "alkstore.dashboard",
     "alkstore.metrics",
     "alkstore.core.health",  # the doctor's
+    "alkstore.workflows",  # stage() imports it, or the app's own use
+    "alkstore.schedules",  # an app with periodic tasks imports it
+    "cronsim",
     "alkstore.cli.render",
     "alkstore.cli.jobs",
     "alkstore.cli.queues",
