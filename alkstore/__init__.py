@@ -5,8 +5,6 @@
 ...     await store.queue("emails").enqueue({"to": "a@example.com"})
 """
 
-from importlib import metadata as _metadata
-
 from alkstore.app import App
 from alkstore.connect import connect
 from alkstore.core.dedupe import Enqueued
@@ -41,10 +39,23 @@ from alkstore.transaction import Transaction, TxQueue
 from alkstore.worker.context import current_job
 from alkstore.worker.durable import step
 
-try:
-    __version__: str = _metadata.version("alkstore")
-except _metadata.PackageNotFoundError:  # run from a source tree that is not installed
-    __version__ = "0+unknown"
+__version__: str  # an annotation only: the first read goes through __getattr__
+
+
+def __getattr__(name: str) -> str:
+    """``alkstore.__version__``, read from the installed metadata on first use:
+    ``importlib.metadata`` costs ~25 ms of every start (the worker CLI's included)."""
+    if name != "__version__":
+        raise AttributeError(f"module 'alkstore' has no attribute {name!r}")
+    from importlib import metadata
+
+    try:
+        version = metadata.version("alkstore")
+    except metadata.PackageNotFoundError:  # run from a source tree that is not installed
+        version = "0+unknown"
+    globals()["__version__"] = version
+    return version
+
 
 __all__ = [
     "__version__",

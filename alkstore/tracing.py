@@ -15,6 +15,8 @@ non-recording and no context is written into jobs.
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -59,6 +61,13 @@ def _tracer() -> Any:
 def _off() -> bool:
     """No extra, or no tracer provider configured: spans would not record, skip them
     (a non-recording span still costs ~10 µs per job)."""
+    if (
+        not _loaded
+        and _provider is None
+        and "opentelemetry.trace" not in sys.modules
+        and "OTEL_PYTHON_TRACER_PROVIDER" not in os.environ
+    ):
+        return True  # nothing imported the API, so no provider is set: leave it unimported
     if not _load():
         return True
     if _provider is not None:

@@ -11,19 +11,21 @@ input, 1 otherwise); ``ALKSTORE_DEBUG=1`` shows tracebacks.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from alkstore.app import App
-from alkstore.cli import render
 from alkstore.connect import connect
 from alkstore.errors import AlkstoreError, InvalidArgumentError, InvalidNameError, PayloadError
-from alkstore.store import Store
 
-__all__ = ["BadInput", "Failed", "cli"]
+if TYPE_CHECKING:
+    from alkstore.app import App
+    from alkstore.store import Store
+
+__all__ = ["BadInput", "Failed", "LazyGroup", "cli"]
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -120,10 +122,46 @@ def _json_option(fn: F) -> F:
 
 
 def _out() -> Any:
+    from alkstore.cli import render  # rich: only for the commands that print with it
+
     return render.console()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose commands are imported when one is looked up (run, ``--help``),
+    not at start: ``alkstore worker`` then never imports the modules of the other
+    commands (rich tables, the dashboard, the admin API), ~0.1 s of every start.
+
+    ``lazy`` maps a command name to ``"module:attribute"``, then the
+    ``"module:attribute"`` of commands added to it when it is a group."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy: dict[str, tuple[str, tuple[str, ...]]] = {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            where, children = self.lazy[cmd_name]
+            command = _load(where)
+            if isinstance(command, click.Group):
+                for child in children:
+                    sub = _load(child)
+                    command.add_command(sub, sub.name)
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+def _load(where: str) -> click.Command:
+    module, _, attribute = where.partition(":")
+    command = getattr(importlib.import_module(module), attribute)
+    assert isinstance(command, click.Command), where
+    return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--url", default=None, help="Store URL [ALKSTORE_URL, else sqlite:///alkstore.db].")
 @click.option("--schema", default=None, help="PostgreSQL schema [ALKSTORE_SCHEMA, else alkstore].")
 @click.version_option(package_name="alkstore")

@@ -2,8 +2,10 @@
 
 Each group lives in its own module (``jobs.py``, ``queues.py``, ``worker.py``,
 ``store_commands.py``, ``tools.py``); ``base.py`` holds the root group, the shared
-options and the error handling. A new command or group plugs in with one line below
-(a subcommand of a group likewise: ``queues.add_command(fair)``).
+options and the error handling. A command is registered by name and imported only
+when it runs (or ``--help`` lists it), so ``alkstore worker`` starts without the
+other commands' imports. A new command or group plugs in with one line below (a
+subcommand of a group: in its group's tuple, as ``queues fair``).
 """
 
 from __future__ import annotations
@@ -11,40 +13,36 @@ from __future__ import annotations
 import sys
 
 from alkstore.cli.base import cli
-from alkstore.cli.doctor import doctor
-from alkstore.cli.fair import queues_aging, queues_fair
-from alkstore.cli.find import jobs_actions, jobs_bulk, jobs_bulk_resume, jobs_find
-from alkstore.cli.flows import flows
-from alkstore.cli.jobs import jobs
-from alkstore.cli.life import jobs_signal
-from alkstore.cli.queues import queues
-from alkstore.cli.store_commands import enqueue, migrate, stats, sweep, workers
-from alkstore.cli.tools import copy_command, dashboard, demo
-from alkstore.cli.worker import schedules, worker
 
-__all__ = ["cli", "main"]
+__all__ = ["COMMANDS", "cli", "main"]
 
-cli.add_command(migrate)
-cli.add_command(enqueue)
-cli.add_command(worker)
-cli.add_command(schedules)
-cli.add_command(jobs)
-cli.add_command(queues)
-cli.add_command(stats)
-cli.add_command(workers)
-cli.add_command(sweep)
-cli.add_command(dashboard)
-cli.add_command(demo)
-cli.add_command(copy_command)
-cli.add_command(doctor)
-cli.add_command(flows)
-queues.add_command(queues_fair)
-queues.add_command(queues_aging)
-jobs.add_command(jobs_signal)
-jobs.add_command(jobs_find)
-jobs.add_command(jobs_bulk)
-jobs.add_command(jobs_bulk_resume)
-jobs.add_command(jobs_actions)
+_C = "alkstore.cli"
+COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "migrate": (f"{_C}.store_commands:migrate", ()),
+    "enqueue": (f"{_C}.store_commands:enqueue", ()),
+    "worker": (f"{_C}.worker:worker", ()),
+    "schedules": (f"{_C}.worker:schedules", ()),
+    "jobs": (
+        f"{_C}.jobs:jobs",
+        (
+            f"{_C}.life:jobs_signal",
+            f"{_C}.find:jobs_find",
+            f"{_C}.find:jobs_bulk",
+            f"{_C}.find:jobs_bulk_resume",
+            f"{_C}.find:jobs_actions",
+        ),
+    ),
+    "queues": (f"{_C}.queues:queues", (f"{_C}.fair:queues_fair", f"{_C}.fair:queues_aging")),
+    "stats": (f"{_C}.store_commands:stats", ()),
+    "workers": (f"{_C}.store_commands:workers", ()),
+    "sweep": (f"{_C}.store_commands:sweep", ()),
+    "dashboard": (f"{_C}.tools:dashboard", ()),
+    "demo": (f"{_C}.tools:demo", ()),
+    "copy": (f"{_C}.tools:copy_command", ()),
+    "doctor": (f"{_C}.doctor:doctor", ()),
+    "flows": (f"{_C}.flows:flows", ()),
+}
+cli.lazy.update(COMMANDS)
 
 
 def main(argv: list[str] | None = None) -> None:

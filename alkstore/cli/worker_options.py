@@ -6,15 +6,17 @@ it sets (``None``: the command handles it, as the queues and the log setup)."""
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from alkstore.cli.logs import LOG_FORMATS
+
+if TYPE_CHECKING:
+    import argparse  # Django's command only: the CLI's start leaves it unimported
 
 __all__ = ["WORKER_OPTIONS", "WorkerOption", "add_arguments", "click_options", "worker_kwargs"]
 
@@ -222,6 +224,8 @@ def click_options(fn: F) -> F:
 
 
 def _argparse_type(option: WorkerOption) -> Callable[[str], Any]:
+    import argparse
+
     def convert(text: str) -> Any:
         if option.choices is not None:
             value: Any = text.lower()

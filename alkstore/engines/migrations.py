@@ -17,9 +17,12 @@ crash before the version is recorded runs them again.
 from __future__ import annotations
 
 import re
-from importlib import resources
-from importlib.abc import Traversable
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+from alkstore.engines.queries import package_folder
+
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
 
 __all__ = [
     "NO_TRANSACTION",
@@ -126,10 +129,10 @@ def read_migrations(folder: Traversable) -> list[Migration]:
 
 def load_migrations(package: str) -> list[Migration]:
     """The migrations of ``package``'s ``sql/migrations/`` folder, in order."""
-    return read_migrations(resources.files(package).joinpath("sql", "migrations"))
+    return read_migrations(package_folder(package).joinpath("sql", "migrations"))
 
 
 def load_schema(package: str) -> list[str]:
     """The statements of ``package``'s ``sql/schema.sql`` (the current schema, built at once)."""
-    text = resources.files(package).joinpath("sql", "schema.sql").read_text(encoding="utf-8")
+    text = package_folder(package).joinpath("sql", "schema.sql").read_text(encoding="utf-8")
     return split_statements(text)

@@ -7,10 +7,11 @@ query. Migrations are loaded by ``migrations.py``.
 
 from __future__ import annotations
 
+import importlib
 import re
-from importlib import resources
+from pathlib import Path
 
-__all__ = ["load_queries", "parse_queries"]
+__all__ = ["load_queries", "package_folder", "parse_queries"]
 
 _HEADER = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 
@@ -30,7 +31,13 @@ def parse_queries(text: str) -> dict[str, str]:
     return queries
 
 
+def package_folder(package: str) -> Path:
+    """The folder of an (unzipped) package: ``importlib.resources`` would import
+    tempfile, shutil and zipfile into every worker's start for the same path."""
+    return Path(importlib.import_module(package).__path__[0])
+
+
 def load_queries(package: str, filename: str = "queries.sql") -> dict[str, str]:
     """The named queries of ``package``'s ``sql/`` folder."""
-    text = resources.files(package).joinpath("sql", filename).read_text(encoding="utf-8")
+    text = package_folder(package).joinpath("sql", filename).read_text(encoding="utf-8")
     return parse_queries(text)

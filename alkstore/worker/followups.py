@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from alkstore.core import followups
 from alkstore.errors import InvalidArgumentError
 from alkstore.worker.context import current_job, refuse_in_batch
-from alkstore.workflows import Graph, _Part
+
+if TYPE_CHECKING:
+    from alkstore.workflows import Graph, _Part
 
 __all__ = ["stage"]
 
@@ -21,6 +25,8 @@ def stage(flow: _Part | Graph) -> None:
     ...     ...
     ...     stage(chain(charge.s(order), ship.s(order)))
     """
+    from alkstore.workflows import Graph  # on first use: a worker's start need not build it
+
     job = current_job()
     if job is None:
         refuse_in_batch("stage()")

@@ -41,7 +41,6 @@ import os
 import signal
 import socket
 import time
-import uuid
 from collections import Counter
 from collections.abc import Awaitable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -154,7 +153,7 @@ class Worker:
             raise InvalidArgumentError(f"prefetch must be an int >= 0, got {prefetch!r}")
         self.prefetch = prefetch
         self.worker_id = check_worker_id(
-            worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+            worker_id or f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
         )
         self.poll_interval_s = check_positive("poll_interval_s", poll_interval_s)
         self.grace_s = check_non_negative("grace_s", grace_s)

@@ -11,11 +11,10 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from alkstore.errors import AlkstoreError, StoreClosedError
-from alkstore.schedules import Tick, enqueue_due
 from alkstore.worker.runs import StopFlag
 
 if TYPE_CHECKING:
-    from alkstore.schedules import Schedule
+    from alkstore.schedules import Schedule, Tick
     from alkstore.store import Store
     from alkstore.worker.netwait import DbWaits
 
@@ -37,6 +36,8 @@ async def schedule_loop(
     poll_interval_s: float,
 ) -> None:
     """Enqueue due ticks until the worker stops (``pause``: a sleep a stop cuts short)."""
+    from alkstore.schedules import enqueue_due  # only a worker with schedules runs this
+
     while not stop.requested:
         try:
             for tick in await db.call(enqueue_due(store, schedules), "schedule"):

@@ -254,9 +254,13 @@ def test_every_option_of_every_command_has_help_text() -> None:
 
     from alkstore.cli.commands import cli
 
+    ctx = click.Context(cli)
+
     def commands(group: click.Group, prefix: str) -> list[tuple[str, click.Command]]:
         found: list[tuple[str, click.Command]] = []
-        for name, command in group.commands.items():
+        for name in group.list_commands(ctx):
+            command = group.get_command(ctx, name)
+            assert command is not None, name
             found.append((f"{prefix} {name}", command))
             if isinstance(command, click.Group):
                 found += commands(command, f"{prefix} {name}")

@@ -14,7 +14,10 @@ from alkstore.cli.commands import cli
 
 def _reachable(group: click.Group) -> set[int]:
     found: set[int] = set()
-    for command in group.commands.values():
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)  # imported here: the root group is lazy
+        assert command is not None, name
         found.add(id(command))
         if isinstance(command, click.Group):
             found |= _reachable(command)

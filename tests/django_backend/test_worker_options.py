@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from alkstore.cli.commands import worker as cli_worker
+from alkstore.cli.worker import worker as cli_worker
 
 # what only one of the two commands has: the CLI names its app and store, Django its backend
 CLI_ONLY = {"--traceback", "--url", "--schema", "--help"}

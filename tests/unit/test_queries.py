@@ -83,7 +83,7 @@ def _fake_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: dict[s
     folder.mkdir(parents=True)
     for name, text in files.items():
         (folder / name).write_text(text)
-    monkeypatch.setattr(migrations.resources, "files", lambda package: tmp_path)
+    monkeypatch.setattr(migrations, "package_folder", lambda package: tmp_path)
     return "fake"
 
 

@@ -8,11 +8,15 @@ show): that is reported as a blind spot.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import psycopg
 
-from alkstore.core.health import HealthFacts, OverdueClaims, TableHealth, XminHolder, first_line
 from alkstore.engines.postgres.connections import PostgresConnections
 from alkstore.engines.postgres.migrator import SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from alkstore.core.health import HealthFacts
 
 __all__ = ["READ_ALL_STATS_FIX", "PostgresHealth"]
 
@@ -27,6 +31,9 @@ class PostgresHealth(PostgresConnections):
 
 
 async def _facts(engine: PostgresConnections) -> HealthFacts:
+    # the doctor's types, imported when it asks: a worker's start need not build them
+    from alkstore.core.health import HealthFacts, OverdueClaims, TableHealth, XminHolder, first_line
+
     pool = engine.check_open()
     q = engine.q
     try:

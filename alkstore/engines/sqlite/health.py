@@ -12,11 +12,14 @@ from __future__ import annotations
 import os
 import sqlite3
 import sys
+from typing import TYPE_CHECKING
 
-from alkstore.core.health import HealthFacts, OverdueClaims
 from alkstore.engines.sqlite.connections import SqliteConnections
 from alkstore.engines.sqlite.migrator import QUERIES as Q
 from alkstore.engines.sqlite.migrator import SCHEMA_VERSION, installed_version
+
+if TYPE_CHECKING:
+    from alkstore.core.health import HealthFacts
 
 __all__ = ["SqliteHealth", "checkpoint_lag"]
 
@@ -60,6 +63,9 @@ class SqliteHealth(SqliteConnections):
     """The doctor's read of the engine seam (``Engine.health_facts``)."""
 
     async def health_facts(self) -> HealthFacts:
+        # the doctor's types, imported when it asks: a worker's start need not build them
+        from alkstore.core.health import HealthFacts, OverdueClaims
+
         def read(conn: sqlite3.Connection) -> HealthFacts:
             now = self._clock()
             overdue = conn.execute(Q["health_overdue"], {"now": now}).fetchall()
