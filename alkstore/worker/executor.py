@@ -220,6 +220,10 @@ class Executor:
             return
         run.state = CANCELLED if why == "cancelled" else LOST
         run.job._revoke()  # a sync handler sees current_job().cancelled
+        if run.batched:  # the batch runs on; the item is handed over now
+            if self.batches is not None:
+                self.batches.revoked(run)
+            return
         task = run.task  # None while buffered: the producer drops it
         if task is not None and self._is_async(run):
             task.cancel()  # an async handler gets CancelledError

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from alkstore.queue import Queue
     from alkstore.store import Store
     from alkstore.subscription import Subscription
+    from alkstore.worker.batches import BatchItem
     from alkstore.worker.completer import Completer
     from alkstore.worker.executor import Executor
     from alkstore.worker.heartbeats import Heartbeats
@@ -90,7 +91,14 @@ class Producer:
         # batch tasks' jobs wait for their batch without a slot: room to hold a few
         # batches of the largest size beside the slots' own claims
         sizes = [t.batch_size or 0 for t in executor.app.tasks.values()]
+        if executor.batches is not None:
+            executor.batches.on_done = self._batch_done
+            executor.batches.on_revoked = self._item_revoked
         self.batch_room = BATCH_ROOM * max(sizes, default=0)
+        # claims no bigger than the largest batch: one batch is claimed while the one
+        # before runs and the one before that is acked (a claim of all the room at
+        # once would wait for the acks, then leave the database idle while it runs)
+        self.claim_cap = max(sizes, default=0) or None
 
     def open(self) -> None:
         """Bind to the running loop (``Worker.run``)."""
@@ -150,6 +158,9 @@ class Producer:
                 depth += self.batch_room
                 want = min(depth - self.active - len(self.ready), hold_max - len(self.held))
                 idle_slots = self.concurrency - self.active > len(self.ready)
+                cap = self.claim_cap
+                if cap is not None and want > cap:
+                    want = cap
                 if want <= 0 or (want < refill_at and not idle_slots):
                     room.clear()
                     await room.wait()
@@ -228,9 +239,9 @@ class Producer:
                 run.state = RUNNING
                 run.batched = True
                 run.started = time.monotonic()
-                # no task per item: its outcome's future is what the worker waits on
-                run.task = waiter = batches.add(run, *call)
-                waiter.add_done_callback(functools.partial(self._item_done, run))
+                # no task, future or callback per item: its batch's ``done`` is what
+                # the drain waits on, and the batch hands its outcomes over at once
+                run.task = batches.add(run, *call)
                 self.started += 1
                 if self.after_start is not None:
                     self.after_start(self.started)
@@ -258,7 +269,7 @@ class Producer:
         if self.room is not None:
             self.room.set()
 
-    def _finished(self, run: Run, _task: asyncio.Future[Any]) -> None:
+    def _finished(self, run: Run, _task: asyncio.Future[Any] | None) -> None:
         self._free_slot(run)
         if run.state is not ACKING:  # else held until the ack batch recorded it
             self.held.discard(run)
@@ -276,26 +287,41 @@ class Producer:
         if not completer.settle(run, outcome):
             await completer.write(run, outcome)
 
-    def _item_done(self, run: Run, waiter: asyncio.Future[Outcome]) -> None:
-        """A batch item's outcome is known (or its wait was cancelled): hand it over."""
+    def _batch_done(self, items: list[BatchItem], outcomes: list[Outcome] | None) -> None:
+        """A batch handler ended: hand each item's outcome to the completer (a success
+        joins the ack batch; a retry, dead letter or snooze is written by a task the
+        drain waits for). ``outcomes`` is ``None`` when the stop cut the batch off past
+        its grace: the drain gives those items back."""
         completer = self.completer
-        assert completer is not None and self.loop is not None
-        if waiter.cancelled():
-            if self.stop.requested and run.state is RUNNING:  # cut off: the drain gives
-                batches = self.executor.batches  # the job back; stop its batch too
-                if batches is not None:
-                    batches.cancel(run)
-            else:  # a revoke (cancelled, lost): nothing is written
-                completer.settle(run, Outcome(Kind.REVOKED, run.name, run.state.value))
-            self._finished(run, waiter)
+        loop = self.loop
+        held = self.held
+        assert completer is not None and loop is not None
+        now = time.monotonic()
+        for i, item in enumerate(items):
+            run = item._run
+            if run.finished:  # revoked meanwhile: handed over then
+                continue
+            run.finished = now
+            if outcomes is None:
+                held.discard(run)
+                continue
+            outcome = outcomes[i]
+            if completer.settle(run, outcome):
+                if run.state is not ACKING:
+                    held.discard(run)
+                continue
+            run.task = task = loop.create_task(completer.write(run, outcome))
+            task.add_done_callback(functools.partial(self._finished, run))
+        if self.room is not None:
+            self.room.set()
+
+    def _item_revoked(self, run: Run) -> None:
+        """A batch item stopped being ours (cancelled, lost): nothing is written."""
+        if run.finished:
             return
-        outcome = waiter.result()
-        if completer.settle(run, outcome):
-            self._finished(run, waiter)
-            return
-        # a retry, dead letter or snooze: written by a task the drain waits for
-        run.task = task = self.loop.create_task(completer.write(run, outcome))
-        task.add_done_callback(functools.partial(self._finished, run))
+        assert self.completer is not None
+        self.completer.settle(run, Outcome(Kind.REVOKED, run.name, run.state.value))
+        self._finished(run, None)
 
     # -- the stop -----------------------------------------------------------------------
     async def release_buffered(self) -> None:
