@@ -56,10 +56,11 @@ from alkstore.worker.attempt_log import AttemptLog
 from alkstore.worker.cancels import watch_cancels
 from alkstore.worker.completer import Completer
 from alkstore.worker.executor import Executor
+from alkstore.worker.gcpace import paced
 from alkstore.worker.heartbeats import Heartbeats
 from alkstore.worker.netwait import STOPPING_WAIT_S, DbWaits
 from alkstore.worker.presence import Presence
-from alkstore.worker.producer import Producer
+from alkstore.worker.producer import PREFETCH_MIN, Producer
 from alkstore.worker.recycle import RECYCLE_EXIT, Recycler
 from alkstore.worker.runs import StopFlag
 from alkstore.worker.scheduler import schedule_loop
@@ -149,7 +150,7 @@ class Worker:
             )
         self.concurrency = concurrency
         if prefetch is None:
-            prefetch = max(4 * concurrency, 128)
+            prefetch = max(4 * concurrency, PREFETCH_MIN)
         if type(prefetch) is not int or prefetch < 0:
             raise InvalidArgumentError(f"prefetch must be an int >= 0, got {prefetch!r}")
         self.prefetch = prefetch
@@ -282,7 +283,8 @@ class Worker:
         # first: a signal while the store opens stops the worker cleanly
         signals = self._install_signals(loop)
         try:
-            return await self._run(loop)
+            with paced():  # the collector's pace while workers run (gcpace.py)
+                return await self._run(loop)
         finally:
             self._sub = None
             if self.metrics_server is not None:
