@@ -116,20 +116,25 @@ class Executor:
         timeout: asyncio.Timeout | None = None
         value: Any = None
         try:
-            span = (
-                process_span(job.queue, job.id, job.attempts, name, trace)
-                if self.traced
-                else _NO_SPAN
-            )
-            with span:
-                if task.timeout_s is None:
-                    if task.is_async and not self.hooks.around:  # one coroutine less
-                        value = await task.fn(*args, **kwargs)
+            if (
+                task.is_async
+                and task.timeout_s is None
+                and not self.traced
+                and not self.hooks.around
+            ):
+                value = await task.fn(*args, **kwargs)  # the plain path: nothing around it
+            else:
+                span = (
+                    process_span(job.queue, job.id, job.attempts, name, trace)
+                    if self.traced
+                    else _NO_SPAN
+                )
+                with span:
+                    if task.timeout_s is None:
+                        value = await self._call(task, job, args, kwargs)
                     else:
-                        value = await self._call(task, job, args, kwargs)
-                else:
-                    async with asyncio.timeout(task.timeout_s) as timeout:
-                        value = await self._call(task, job, args, kwargs)
+                        async with asyncio.timeout(task.timeout_s) as timeout:
+                            value = await self._call(task, job, args, kwargs)
         except Fail as e:
             if failed is not None:
                 failed.append(e)
