@@ -91,6 +91,7 @@ class Executor:
     async def _execute(self, run: Run, failed: list[BaseException] | None) -> Outcome:
         """The handler's run; each exception that made a failed outcome is appended
         to ``failed`` if given (the failure hooks')."""
+        run.began = True  # from now on a revoke may cancel the task running this
         job = run.job
         name = "?"
         trace = None
@@ -230,7 +231,9 @@ class Executor:
                 self.batches.revoked(run)
             return
         task = run.task  # None while buffered: the producer drops it
-        if task is not None and self._is_async(run):
+        # a task that has not begun is not cancelled (it would end without running
+        # its own cleanup): once begun it sees the revoke and runs nothing
+        if task is not None and run.began and self._is_async(run):
             task.cancel()  # an async handler gets CancelledError
 
     def _is_async(self, run: Run) -> bool:

@@ -254,8 +254,8 @@ class Producer:
             self.active += 1
             run.state = RUNNING
             run.started = time.monotonic()
-            run.task = task = loop.create_task(self._execute(run))
-            task.add_done_callback(functools.partial(self._finished, run))
+            # no done callback: the task's own last step lets go of the claim
+            run.task = loop.create_task(self._execute(run))
             self.started += 1
             if self.after_start is not None:
                 self.after_start(self.started)  # may stop the worker: the loop ends
@@ -282,15 +282,25 @@ class Producer:
             self.room.set()
 
     async def _execute(self, run: Run) -> None:
-        """One job's task: run the handler, free the slot, hand over the outcome."""
+        """One job's task: run the handler, free the slot, hand over the outcome, let go
+        of the claim (held until its ack batch recorded a success)."""
         try:
-            outcome = await self.executor.execute(run)
+            try:
+                if run.state is RUNNING:
+                    outcome = await self.executor.execute(run)
+                else:  # revoked before its task began: nothing runs, nothing is written
+                    outcome = Outcome(Kind.REVOKED, task_name(run), run.state.value)
+            finally:
+                self._free_slot(run)  # the next job starts while this outcome is written
+            completer = self.completer
+            assert completer is not None
+            if not completer.settle(run, outcome):
+                await completer.write(run, outcome)
         finally:
-            self._free_slot(run)  # the next job starts while this outcome is written
-        completer = self.completer
-        assert completer is not None
-        if not completer.settle(run, outcome):
-            await completer.write(run, outcome)
+            if run.state is not ACKING:  # else held until the ack batch recorded it
+                self.held.discard(run)
+            if self.room is not None:
+                self.room.set()
 
     def _batch_done(self, items: list[BatchItem], outcomes: list[Outcome] | None) -> None:
         """A batch handler ended: hand each item's outcome to the completer (a success

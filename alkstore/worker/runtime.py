@@ -474,6 +474,7 @@ class Worker:
                 {*running, stop_wait}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
             )
             stop_wait.cancel()
+        await asyncio.sleep(0)  # every started task has begun: cancelled, it cleans up
         leftovers = producer.unfinished()
         for run in leftovers:
             assert run.task is not None
