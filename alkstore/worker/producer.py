@@ -104,6 +104,10 @@ class Producer:
         # before runs and the one before that is acked (a claim of all the room at
         # once would wait for the acks, then leave the database idle while it runs)
         self.claim_cap = max(sizes, default=0) or None
+        # a batch task's full claim is taken in after the next claim was sent, so the
+        # database claims while this process decodes and gathers (``_take_later``)
+        self.deferred: deque[tuple[list[JobHandle], float]] = deque()
+        self.taking = 0  # jobs in ``deferred``
 
     def open(self) -> None:
         """Bind to the running loop (``Worker.run``)."""
@@ -161,7 +165,11 @@ class Producer:
                 # held claims, outcomes still being written included
                 hold_max = 2 * depth + self.batch_room
                 depth += self.batch_room
-                want = min(depth - self.active - len(self.ready), hold_max - len(self.held))
+                taking = self.taking
+                want = min(
+                    depth - self.active - len(self.ready) - taking,
+                    hold_max - len(self.held) - taking,
+                )
                 idle_slots = self.concurrency - self.active > len(self.ready)
                 cap = self.claim_cap
                 if cap is not None and want > cap:
@@ -201,13 +209,27 @@ class Producer:
                 self.metrics.claimed(
                     queue.name, len(handles), (now - h.job.run_at.timestamp() for h in handles)
                 )
-            self._take(handles, sent)
+            if self.claim_cap is not None and len(handles) == want:
+                # full: more to claim. Taken in two loop turns from now, after the
+                # next claim's task sent it (its first step is queued behind this)
+                self.deferred.append((handles, sent))
+                self.taking += want
+                running = asyncio.get_running_loop()
+                running.call_soon(running.call_soon, self._take_later)
+            else:
+                self._take(handles, sent)
             want -= len(handles)
             if want == 0:
                 break
         return want
 
     # -- the slots --------------------------------------------------------------------
+    def _take_later(self) -> None:
+        if self.deferred:  # else released by the stop meanwhile
+            handles, sent = self.deferred.popleft()
+            self.taking -= len(handles)
+            self._take(handles, sent)
+
     def _take(self, handles: list[JobHandle], sent: float) -> None:
         """Hold freshly claimed jobs (claimed by a request ``sent`` then): buffer them,
         then start as many as slots allow."""
@@ -341,13 +363,16 @@ class Producer:
     # -- the stop -----------------------------------------------------------------------
     async def release_buffered(self) -> None:
         """Jobs claimed ahead and never started go back unrun (their attempt uncounted)."""
-        buffered = list(self.ready)
+        buffered = [run.handle for run in self.ready]
+        for run in self.ready:
+            self.held.discard(run)
         self.ready.clear()
+        buffered += [handle for handles, _ in self.deferred for handle in handles]
+        self.deferred.clear()
+        self.taking = 0
         if not buffered:
             return
-        results = await self.db.each((r.handle.release() for r in buffered), "give back")
-        for run in buffered:
-            self.held.discard(run)
+        results = await self.db.each((handle.release() for handle in buffered), "give back")
         released = sum(1 for result in results if result is True)
         if released < len(buffered):
             log.warning(
