@@ -9,6 +9,13 @@ through that job's own fenced operation: a success joins the ack batch, a
 marked item is retried, dead-lettered or snoozed on its own (its attempts,
 backoff and dead letters are its job's). By default the batch succeeds or fails
 as a whole: items the handler did not mark take the handler's result.
+
+No future or callback per item: each item's ``Run.task`` is its batch's one
+``done`` future (what the worker's drain waits on), and the outcomes of a whole
+batch are handed to the worker in one call (``on_done``) when its handler ends.
+A revoked item (cancelled, lost) is handed over at once (``on_revoked``); a
+cancel of ``done`` (the stop past its grace) stops the handler, and its items
+are the drain's to give back.
 """
 
 from __future__ import annotations
@@ -97,13 +104,18 @@ def _retry(run: Run, error: str) -> Outcome:
 class _Batch:
     """Items gathered for one run of a batch handler."""
 
-    __slots__ = ("items", "runner", "timer", "waiters")
+    __slots__ = ("done", "items", "runner", "timer")
 
-    def __init__(self) -> None:
+    def __init__(self, done: asyncio.Future[None]) -> None:
         self.items: list[BatchItem] = []
-        self.waiters: list[asyncio.Future[Outcome]] = []
+        self.done = done  # every item's Run.task: resolved when the handler ended
         self.timer: asyncio.TimerHandle | None = None
         self.runner: asyncio.Task[None] | None = None
+
+    def stopped(self, done: asyncio.Future[None]) -> None:
+        """``done`` was cancelled (the worker's stop past its grace): stop the handler."""
+        if done.cancelled() and self.runner is not None:
+            self.runner.cancel()
 
 
 class Batches:
@@ -116,6 +128,11 @@ class Batches:
         self.in_thread = in_thread  # the executor's: a sync handler runs in its pool
         self._filling: dict[str, _Batch] = {}  # task name -> the batch being gathered
         self._running: set[_Batch] = set()
+        # the worker's (the producer sets them): a batch's items and their outcomes
+        # once its handler ended (``None``: cut off by the stop, the drain gives them
+        # back), and an item that stopped being ours meanwhile
+        self.on_done: Callable[[list[BatchItem], list[Outcome] | None], None] | None = None
+        self.on_revoked: Callable[[Run], None] | None = None
 
     def call_of(self, run: Run) -> tuple[Task[Any, Any], dict[str, Any]] | None:
         """The batch task ``run``'s job calls and its arguments, or ``None`` (an
@@ -131,21 +148,26 @@ class Batches:
 
     def add(
         self, run: Run, task: Task[Any, Any], arguments: dict[str, Any]
-    ) -> asyncio.Future[Outcome]:
-        """Gather ``run`` into its task's batch; a future of its outcome."""
-        loop = asyncio.get_running_loop()
+    ) -> asyncio.Future[None]:
+        """Gather ``run`` into its task's batch; the batch's ``done`` future."""
         run.name = task.name
         batch = self._filling.get(task.name)
         if batch is None:
-            batch = self._filling[task.name] = _Batch()
+            loop = asyncio.get_running_loop()
+            batch = self._filling[task.name] = _Batch(loop.create_future())
+            batch.done.add_done_callback(batch.stopped)
             batch.timer = loop.call_later(task.batch_wait_s, self._start, task)
-        waiter: asyncio.Future[Outcome] = loop.create_future()
-        batch.items.append(BatchItem(run, arguments))
-        batch.waiters.append(waiter)
-        assert task.batch_size is not None
-        if len(batch.items) >= task.batch_size:
+        items = batch.items
+        items.append(BatchItem(run, arguments))
+        if len(items) >= task.batch_size:  # type: ignore[operator]  # a batch task's
             self._start(task)
-        return waiter
+        return batch.done
+
+    def revoked(self, run: Run) -> None:
+        """``run``'s job stopped being ours (cancelled, lost): hand it over now (its
+        handler sees ``item.cancelled``; the batch is not interrupted)."""
+        if self.on_revoked is not None:
+            self.on_revoked(run)
 
     def flush(self) -> None:
         """Start every batch being gathered now (the worker stops)."""
@@ -154,18 +176,15 @@ class Batches:
             if task is not None:
                 self._start(task)
 
-    def cancel(self, run: Run) -> None:
-        """The worker stopped past its grace: stop the handler ``run`` is in."""
-        for batch in self._running:
-            if any(item._run is run for item in batch.items) and batch.runner is not None:
-                batch.runner.cancel()
-
     def _start(self, task: Task[Any, Any]) -> None:
         batch = self._filling.pop(task.name, None)
         if batch is None:
             return
         if batch.timer is not None:
             batch.timer.cancel()
+        if batch.done.done():  # cancelled while gathering: the drain gives them back
+            self._hand_over(batch.items, None)
+            return
         self._running.add(batch)
         batch.runner = asyncio.get_running_loop().create_task(self._run(task, batch))
         batch.runner.add_done_callback(lambda _: self._running.discard(batch))
@@ -184,25 +203,36 @@ class Batches:
             failure = Outcome(Kind.FAIL, task.name, "dead", str(e) or "Fail")
         except Snooze as e:
             failure = Outcome(Kind.SNOOZE, task.name, "snoozed", seconds=e.delay_s)
-        except asyncio.CancelledError:
-            failure = Outcome(Kind.REVOKED, task.name, "interrupted")
-            raise
+        except asyncio.CancelledError as e:
+            if batch.done.cancelled():  # the stop past its grace: the drain gives them back
+                self._hand_over(batch.items, None)
+                raise
+            failure = Outcome(Kind.RETRY, task.name, "retry", error_text(e))  # its own
         except BaseException as e:  # an outcome for every item, always
             if task.fail_on and isinstance(e, task.fail_on):
                 failure = Outcome(Kind.FAIL, task.name, "dead", error_text(e))
             else:
                 failure = Outcome(Kind.RETRY, task.name, "retry", error_text(e))
-        finally:
-            success = Outcome(Kind.ACK, task.name, "success")
-            for item, waiter in zip(batch.items, batch.waiters, strict=True):
-                if waiter.done():
-                    continue
-                outcome = item._mark
-                if outcome is None:
-                    outcome = success if failure is None else failure
-                    if outcome.kind is Kind.RETRY:  # each item's own budget
-                        outcome = _retry(item._run, outcome.error or "")
-                waiter.set_result(outcome)
+        self._finish(task, batch, failure)
+
+    def _finish(self, task: Task[Any, Any], batch: _Batch, failure: Outcome | None) -> None:
+        """Every item's outcome (its mark, else the batch's), handed over at once."""
+        unmarked = Outcome(Kind.ACK, task.name, "success") if failure is None else failure
+        outcomes: list[Outcome] = []
+        for item in batch.items:
+            outcome = item._mark
+            if outcome is None:
+                outcome = unmarked
+                if outcome.kind is Kind.RETRY:  # each item's own budget
+                    outcome = _retry(item._run, outcome.error or "")
+            outcomes.append(outcome)
+        if not batch.done.done():
+            batch.done.set_result(None)
+        self._hand_over(batch.items, outcomes)
+
+    def _hand_over(self, items: list[BatchItem], outcomes: list[Outcome] | None) -> None:
+        if self.on_done is not None:
+            self.on_done(items, outcomes)
 
     async def _call(self, task: Task[Any, Any], items: list[BatchItem]) -> None:
         token = _in_batch.set(task.name)

@@ -91,6 +91,7 @@ class Executor:
     async def _execute(self, run: Run, failed: list[BaseException] | None) -> Outcome:
         """The handler's run; each exception that made a failed outcome is appended
         to ``failed`` if given (the failure hooks')."""
+        run.began = True  # from now on a revoke may cancel the task running this
         job = run.job
         name = "?"
         trace = None
@@ -116,20 +117,25 @@ class Executor:
         timeout: asyncio.Timeout | None = None
         value: Any = None
         try:
-            span = (
-                process_span(job.queue, job.id, job.attempts, name, trace)
-                if self.traced
-                else _NO_SPAN
-            )
-            with span:
-                if task.timeout_s is None:
-                    if task.is_async and not self.hooks.around:  # one coroutine less
-                        value = await task.fn(*args, **kwargs)
+            if (
+                task.is_async
+                and task.timeout_s is None
+                and not self.traced
+                and not self.hooks.around
+            ):
+                value = await task.fn(*args, **kwargs)  # the plain path: nothing around it
+            else:
+                span = (
+                    process_span(job.queue, job.id, job.attempts, name, trace)
+                    if self.traced
+                    else _NO_SPAN
+                )
+                with span:
+                    if task.timeout_s is None:
+                        value = await self._call(task, job, args, kwargs)
                     else:
-                        value = await self._call(task, job, args, kwargs)
-                else:
-                    async with asyncio.timeout(task.timeout_s) as timeout:
-                        value = await self._call(task, job, args, kwargs)
+                        async with asyncio.timeout(task.timeout_s) as timeout:
+                            value = await self._call(task, job, args, kwargs)
         except Fail as e:
             if failed is not None:
                 failed.append(e)
@@ -220,8 +226,14 @@ class Executor:
             return
         run.state = CANCELLED if why == "cancelled" else LOST
         run.job._revoke()  # a sync handler sees current_job().cancelled
+        if run.batched:  # the batch runs on; the item is handed over now
+            if self.batches is not None:
+                self.batches.revoked(run)
+            return
         task = run.task  # None while buffered: the producer drops it
-        if task is not None and self._is_async(run):
+        # a task that has not begun is not cancelled (it would end without running
+        # its own cleanup): once begun it sees the revoke and runs nothing
+        if task is not None and run.began and self._is_async(run):
             task.cancel()  # an async handler gets CancelledError
 
     def _is_async(self, run: Run) -> bool:

@@ -39,16 +39,22 @@ if TYPE_CHECKING:
     from alkstore.queue import Queue
     from alkstore.store import Store
     from alkstore.subscription import Subscription
+    from alkstore.worker.batches import BatchItem
     from alkstore.worker.completer import Completer
     from alkstore.worker.executor import Executor
     from alkstore.worker.heartbeats import Heartbeats
     from alkstore.worker.netwait import DbWaits
 
-__all__ = ["PREFETCH_WAIT_S", "Producer"]
+__all__ = ["PREFETCH_MIN", "PREFETCH_WAIT_S", "Producer"]
 
 log = logging.getLogger("alkstore.worker")
 
 PREFETCH_WAIT_S = 0.05  # a buffered job should wait about this long for a slot, at most
+# the default prefetch cap's floor: fast handlers drain ~10-20k jobs/s, so 512 is
+# still under PREFETCH_WAIT_S of work, and a claim round trip (with its ack's) costs
+# the client ~100-200 µs whatever its size: bigger claims, less CPU per job (a
+# cap of 128 took ~20% more client CPU per no-op job at concurrency 32)
+PREFETCH_MIN = 512
 # batch items held beyond the slots' claims, in batches of the largest size: one
 # running, one being acked, one filling, one claimed ahead
 BATCH_ROOM = 4
@@ -90,7 +96,18 @@ class Producer:
         # batch tasks' jobs wait for their batch without a slot: room to hold a few
         # batches of the largest size beside the slots' own claims
         sizes = [t.batch_size or 0 for t in executor.app.tasks.values()]
+        if executor.batches is not None:
+            executor.batches.on_done = self._batch_done
+            executor.batches.on_revoked = self._item_revoked
         self.batch_room = BATCH_ROOM * max(sizes, default=0)
+        # claims no bigger than the largest batch: one batch is claimed while the one
+        # before runs and the one before that is acked (a claim of all the room at
+        # once would wait for the acks, then leave the database idle while it runs)
+        self.claim_cap = max(sizes, default=0) or None
+        # a batch task's full claim is taken in after the next claim was sent, so the
+        # database claims while this process decodes and gathers (``_take_later``)
+        self.deferred: deque[tuple[list[JobHandle], float]] = deque()
+        self.taking = 0  # jobs in ``deferred``
 
     def open(self) -> None:
         """Bind to the running loop (``Worker.run``)."""
@@ -148,8 +165,15 @@ class Producer:
                 # held claims, outcomes still being written included
                 hold_max = 2 * depth + self.batch_room
                 depth += self.batch_room
-                want = min(depth - self.active - len(self.ready), hold_max - len(self.held))
+                taking = self.taking
+                want = min(
+                    depth - self.active - len(self.ready) - taking,
+                    hold_max - len(self.held) - taking,
+                )
                 idle_slots = self.concurrency - self.active > len(self.ready)
+                cap = self.claim_cap
+                if cap is not None and want > cap:
+                    want = cap
                 if want <= 0 or (want < refill_at and not idle_slots):
                     room.clear()
                     await room.wait()
@@ -185,13 +209,27 @@ class Producer:
                 self.metrics.claimed(
                     queue.name, len(handles), (now - h.job.run_at.timestamp() for h in handles)
                 )
-            self._take(handles, sent)
+            if self.claim_cap is not None and len(handles) == want:
+                # full: more to claim. Taken in two loop turns from now, after the
+                # next claim's task sent it (its first step is queued behind this)
+                self.deferred.append((handles, sent))
+                self.taking += want
+                running = asyncio.get_running_loop()
+                running.call_soon(running.call_soon, self._take_later)
+            else:
+                self._take(handles, sent)
             want -= len(handles)
             if want == 0:
                 break
         return want
 
     # -- the slots --------------------------------------------------------------------
+    def _take_later(self) -> None:
+        if self.deferred:  # else released by the stop meanwhile
+            handles, sent = self.deferred.popleft()
+            self.taking -= len(handles)
+            self._take(handles, sent)
+
     def _take(self, handles: list[JobHandle], sent: float) -> None:
         """Hold freshly claimed jobs (claimed by a request ``sent`` then): buffer them,
         then start as many as slots allow."""
@@ -228,9 +266,9 @@ class Producer:
                 run.state = RUNNING
                 run.batched = True
                 run.started = time.monotonic()
-                # no task per item: its outcome's future is what the worker waits on
-                run.task = waiter = batches.add(run, *call)
-                waiter.add_done_callback(functools.partial(self._item_done, run))
+                # no task, future or callback per item: its batch's ``done`` is what
+                # the drain waits on, and the batch hands its outcomes over at once
+                run.task = batches.add(run, *call)
                 self.started += 1
                 if self.after_start is not None:
                     self.after_start(self.started)
@@ -238,8 +276,8 @@ class Producer:
             self.active += 1
             run.state = RUNNING
             run.started = time.monotonic()
-            run.task = task = loop.create_task(self._execute(run))
-            task.add_done_callback(functools.partial(self._finished, run))
+            # no done callback: the task's own last step lets go of the claim
+            run.task = loop.create_task(self._execute(run))
             self.started += 1
             if self.after_start is not None:
                 self.after_start(self.started)  # may stop the worker: the loop ends
@@ -258,7 +296,7 @@ class Producer:
         if self.room is not None:
             self.room.set()
 
-    def _finished(self, run: Run, _task: asyncio.Future[Any]) -> None:
+    def _finished(self, run: Run, _task: asyncio.Future[Any] | None) -> None:
         self._free_slot(run)
         if run.state is not ACKING:  # else held until the ack batch recorded it
             self.held.discard(run)
@@ -266,47 +304,75 @@ class Producer:
             self.room.set()
 
     async def _execute(self, run: Run) -> None:
-        """One job's task: run the handler, free the slot, hand over the outcome."""
+        """One job's task: run the handler, free the slot, hand over the outcome, let go
+        of the claim (held until its ack batch recorded a success)."""
         try:
-            outcome = await self.executor.execute(run)
+            try:
+                if run.state is RUNNING:
+                    outcome = await self.executor.execute(run)
+                else:  # revoked before its task began: nothing runs, nothing is written
+                    outcome = Outcome(Kind.REVOKED, task_name(run), run.state.value)
+            finally:
+                self._free_slot(run)  # the next job starts while this outcome is written
+            completer = self.completer
+            assert completer is not None
+            if not completer.settle(run, outcome):
+                await completer.write(run, outcome)
         finally:
-            self._free_slot(run)  # the next job starts while this outcome is written
-        completer = self.completer
-        assert completer is not None
-        if not completer.settle(run, outcome):
-            await completer.write(run, outcome)
+            if run.state is not ACKING:  # else held until the ack batch recorded it
+                self.held.discard(run)
+            if self.room is not None:
+                self.room.set()
 
-    def _item_done(self, run: Run, waiter: asyncio.Future[Outcome]) -> None:
-        """A batch item's outcome is known (or its wait was cancelled): hand it over."""
+    def _batch_done(self, items: list[BatchItem], outcomes: list[Outcome] | None) -> None:
+        """A batch handler ended: hand each item's outcome to the completer (a success
+        joins the ack batch; a retry, dead letter or snooze is written by a task the
+        drain waits for). ``outcomes`` is ``None`` when the stop cut the batch off past
+        its grace: the drain gives those items back."""
         completer = self.completer
-        assert completer is not None and self.loop is not None
-        if waiter.cancelled():
-            if self.stop.requested and run.state is RUNNING:  # cut off: the drain gives
-                batches = self.executor.batches  # the job back; stop its batch too
-                if batches is not None:
-                    batches.cancel(run)
-            else:  # a revoke (cancelled, lost): nothing is written
-                completer.settle(run, Outcome(Kind.REVOKED, run.name, run.state.value))
-            self._finished(run, waiter)
+        loop = self.loop
+        held = self.held
+        assert completer is not None and loop is not None
+        now = time.monotonic()
+        for i, item in enumerate(items):
+            run = item._run
+            if run.finished:  # revoked meanwhile: handed over then
+                continue
+            run.finished = now
+            if outcomes is None:
+                held.discard(run)
+                continue
+            outcome = outcomes[i]
+            if completer.settle(run, outcome):
+                if run.state is not ACKING:
+                    held.discard(run)
+                continue
+            run.task = task = loop.create_task(completer.write(run, outcome))
+            task.add_done_callback(functools.partial(self._finished, run))
+        if self.room is not None:
+            self.room.set()
+
+    def _item_revoked(self, run: Run) -> None:
+        """A batch item stopped being ours (cancelled, lost): nothing is written."""
+        if run.finished:
             return
-        outcome = waiter.result()
-        if completer.settle(run, outcome):
-            self._finished(run, waiter)
-            return
-        # a retry, dead letter or snooze: written by a task the drain waits for
-        run.task = task = self.loop.create_task(completer.write(run, outcome))
-        task.add_done_callback(functools.partial(self._finished, run))
+        assert self.completer is not None
+        self.completer.settle(run, Outcome(Kind.REVOKED, run.name, run.state.value))
+        self._finished(run, None)
 
     # -- the stop -----------------------------------------------------------------------
     async def release_buffered(self) -> None:
         """Jobs claimed ahead and never started go back unrun (their attempt uncounted)."""
-        buffered = list(self.ready)
+        buffered = [run.handle for run in self.ready]
+        for run in self.ready:
+            self.held.discard(run)
         self.ready.clear()
+        buffered += [handle for handles, _ in self.deferred for handle in handles]
+        self.deferred.clear()
+        self.taking = 0
         if not buffered:
             return
-        results = await self.db.each((r.handle.release() for r in buffered), "give back")
-        for run in buffered:
-            self.held.discard(run)
+        results = await self.db.each((handle.release() for handle in buffered), "give back")
         released = sum(1 for result in results if result is True)
         if released < len(buffered):
             log.warning(

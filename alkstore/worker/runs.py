@@ -77,6 +77,7 @@ class Run:
     __slots__ = (
         "batched",
         "beating",
+        "began",
         "expires",
         "finished",
         "handle",
@@ -106,6 +107,9 @@ class Run:
         # None while buffered; a batch item's is its outcome's future (``batches.py``)
         self.task: asyncio.Future[Any] | None = None
         self.batched = False  # an item of a batch handler: it takes no slot
+        # its handler's run began (``Executor``): a task cancelled before its first
+        # step would end without running its own cleanup, so a revoke leaves it be
+        self.began = False
 
     @property
     def revoked(self) -> str | None:

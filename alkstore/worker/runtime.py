@@ -55,10 +55,11 @@ from alkstore.worker.attempt_log import AttemptLog
 from alkstore.worker.cancels import watch_cancels
 from alkstore.worker.completer import Completer
 from alkstore.worker.executor import Executor
+from alkstore.worker.gcpace import paced
 from alkstore.worker.heartbeats import Heartbeats
 from alkstore.worker.netwait import STOPPING_WAIT_S, DbWaits
 from alkstore.worker.presence import Presence
-from alkstore.worker.producer import Producer
+from alkstore.worker.producer import PREFETCH_MIN, Producer
 from alkstore.worker.recycle import RECYCLE_EXIT, Recycler
 from alkstore.worker.runs import StopFlag
 from alkstore.worker.scheduler import schedule_loop
@@ -148,7 +149,7 @@ class Worker:
             )
         self.concurrency = concurrency
         if prefetch is None:
-            prefetch = max(4 * concurrency, 128)
+            prefetch = max(4 * concurrency, PREFETCH_MIN)
         if type(prefetch) is not int or prefetch < 0:
             raise InvalidArgumentError(f"prefetch must be an int >= 0, got {prefetch!r}")
         self.prefetch = prefetch
@@ -281,7 +282,8 @@ class Worker:
         # first: a signal while the store opens stops the worker cleanly
         signals = self._install_signals(loop)
         try:
-            return await self._run(loop)
+            with paced():  # the collector's pace while workers run (gcpace.py)
+                return await self._run(loop)
         finally:
             self._sub = None
             if self.metrics_server is not None:
@@ -471,6 +473,7 @@ class Worker:
                 {*running, stop_wait}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
             )
             stop_wait.cancel()
+        await asyncio.sleep(0)  # every started task has begun: cancelled, it cleans up
         leftovers = producer.unfinished()
         for run in leftovers:
             assert run.task is not None

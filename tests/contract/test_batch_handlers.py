@@ -149,6 +149,23 @@ async def test_a_raising_batch_handler_retries_each_item_on_its_own_budget(
     assert await store.queue("r").get_job(int(kept)) is None
 
 
+async def test_a_batch_handlers_own_cancelled_error_retries_its_items(
+    app: alkstore.App,
+) -> None:
+    @app.task(queue="oc", name="own", batch_size=2, batch_wait_s=0.05, max_attempts=1)
+    async def own(items: list[BatchItem]) -> None:
+        raise asyncio.CancelledError  # the handler's own, not a stop or a revoke
+
+    ids = await own.defer_many([{"n": 1}, {"n": 2}])
+    async with Running(app) as worker:
+        await wait_until(_async(lambda: worker.counts["dead"] == 2), "both at their budget")
+    store = await app.connect()
+    for job_id in ids:
+        job = await store.queue("oc").get_job(job_id)
+        assert job is not None and job.state == "dead"
+        assert job.last_error is not None and "CancelledError" in job.last_error
+
+
 async def test_cancelling_one_item_leaves_its_batch_mates_running(app: alkstore.App) -> None:
     started = asyncio.Event()
     release = asyncio.Event()

@@ -203,3 +203,28 @@ def test_cancel_and_reclaim_notes_are_parsed_and_others_ignored() -> None:
     assert _parse("reclaimed:42:3") == ("lost", 42, 3)
     for other in ("", "cancel:", "cancel:x", "reclaimed:1:2:3", "wake"):
         assert _parse(other) is None
+
+
+async def test_a_job_revoked_before_its_task_began_runs_nothing_and_lets_go() -> None:
+    ran: list[str] = []
+    stop = StopFlag()
+    app = alkstore.App("sqlite:///unused.db")
+
+    @app.task(queue="q", name="t")
+    async def t() -> None:
+        ran.append("t")
+
+    executor = Executor(app, 2, stop, UnknownTasks("w", None))
+    producer = Producer("w", 2, 0, 1.0, DbWaits("w"), stop, executor, None)
+    producer.open()
+    counts: Counter[str] = Counter()
+    producer.completer = _completer(app, producer.held, counts)
+    run = make_run(encode_call("t", {}), running=False)
+    producer.held.add(run)
+    producer.ready.append(run)
+    producer._fill()  # its task is created; its first step has not run yet
+    assert run.task is not None and producer.active == 1
+    executor.revoke(run, "cancelled")  # not a cancel of the task: it would skip its cleanup
+    await run.task
+    assert ran == [] and counts["cancelled"] == 1
+    assert producer.active == 0 and not producer.held

@@ -188,10 +188,11 @@ class PostgresEngine(
     async def ack_receipted(
         self, items: Sequence[tuple[str, int, int]], owner: str, token: str
     ) -> set[tuple[int, int]]:
-        params = {
-            "queues": [item[0] for item in items],
-            "ids": [item[1] for item in items],
-            "attempts": [item[2] for item in items],
+        queues, ids, attempts = zip(*items, strict=True)
+        params = {  # array literals (see the query): queue names need no escaping
+            "queues": '{"' + '","'.join(queues) + '"}',
+            "ids": "{" + ",".join(map(str, ids)) + "}",
+            "attempts": "{" + ",".join(map(str, attempts)) + "}",
             "owner": owner,
             "token": token,
         }

@@ -821,10 +821,13 @@ RETURNING j.id, j.attempts;
 -- receipt row's newest committed version, so an earlier attempt still in
 -- flight on a dead connection is seen once it commits (it holds the job rows'
 -- locks until then, and the deletes here wait for them first). Returns the ids
--- no attempt of this batch deleted.
+-- no attempt of this batch deleted. The three columns come as array literals
+-- ('{1,2}'; queue names quoted): built with one str.join, where a list of ints
+-- costs psycopg's array dumper ~0.4 µs a job.
 WITH fenced AS MATERIALIZED (
     SELECT j.id FROM {schema}.alk_jobs AS j
-    JOIN unnest(%(ids)b::bigint[], %(attempts)b::integer[], %(queues)b::text[])
+    JOIN unnest(%(ids)s::text::bigint[], %(attempts)s::text::integer[],
+                %(queues)s::text::text[])
          AS f(id, attempts, queue) ON j.id = f.id
     WHERE j.queue = f.queue AND (j.state || '') = 'processing' AND j.attempts = f.attempts
       AND j.claim_expires_at >= {now}
@@ -837,7 +840,7 @@ WITH fenced AS MATERIALIZED (
     INSERT INTO {schema}.alk_ack_receipts AS r (owner, token, refused, at)
     SELECT %(owner)s::text, %(token)s::text,
            COALESCE(array_agg(f.id) FILTER (WHERE d.id IS NULL), '{}'), {now}
-    FROM unnest(%(ids)b::bigint[]) AS f(id) LEFT JOIN deleted AS d ON d.id = f.id
+    FROM unnest(%(ids)s::text::bigint[]) AS f(id) LEFT JOIN deleted AS d ON d.id = f.id
     ON CONFLICT (owner) DO UPDATE SET
         refused = CASE WHEN r.token = excluded.token
             THEN ARRAY(SELECT unnest(r.refused) INTERSECT SELECT unnest(excluded.refused))
