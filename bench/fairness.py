@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/fairness.py [--jobs 1000000] [--keys 1000] [--claims 500]
                                        [--batch 10] [--runs 3] [--engines sqlite,postgres]
-                                       [--analyze] [--plain-only]
+                                       [--analyze] [--plain-only] [--split]
 
 For each engine and each shape (the backlog spread over ``--keys`` partition
 keys, and all of it on one key), two queues of a fresh store get the same
@@ -15,13 +15,18 @@ claims/s per mode and the median of the runs' ratios on/off (the issue wants
 >= 0.7). The timed claims walk the front of the backlog (a few thousand of its
 jobs per run), so the figure is the per-claim cost at that backlog size, not a
 drain. ``--plain-only`` times the plain claim alone (to compare the plain path
-of two versions: ``PYTHONPATH=/other/tree``).
+of two versions: ``bench/old_code.py``). ``--split`` (SQLite) puts the two
+queues in two files, so each mode pays the checkpoints of its own write-ahead
+log: in one file, the commit that takes the log past its 1,000 pages runs the
+checkpoint of both modes' pages, and with claims alternating, which mode that
+commit is depends on the modes' page counts, not on their share of the pages.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -76,8 +81,15 @@ async def _shape(
     target = fresh_target(engine, home)
     plain: list[float] = []
     fair: list[float] = []
-    async with await alkstore.connect(target.url, **target.kwargs()) as store:
-        plain_q, fair_q = store.queue("plain"), store.queue("fair")
+    async with contextlib.AsyncExitStack() as stack:
+        store = await stack.enter_async_context(
+            await alkstore.connect(target.url, **target.kwargs())
+        )
+        fair_store = store  # one store, unless --split (SQLite): a second file
+        if args.split and engine == "sqlite":
+            other = fresh_target(engine, home)
+            fair_store = await stack.enter_async_context(await alkstore.connect(other.url))
+        plain_q, fair_q = store.queue("plain"), fair_store.queue("fair")
         for q in (plain_q, fair_q) if not args.plain_only else (plain_q,):
             began = time.perf_counter()
             await _fill(q, args.jobs, keys)
@@ -117,6 +129,9 @@ async def main() -> None:
         help="PostgreSQL: ANALYZE the tables after the fill and after fairness is switched on",
     )
     parser.add_argument("--plain-only", action="store_true", help="time the plain claim only")
+    parser.add_argument(
+        "--split", action="store_true", help="SQLite: the plain and the fair queue in two files"
+    )
     args = parser.parse_args()
     engines = [e for e in args.engines.split(",") if e]
     if "postgres" in engines and not postgres_available():
