@@ -437,12 +437,10 @@ WHERE queue = :queue AND state = 'pending' AND priority < :cap
   AND max(COALESCE(promoted_at, run_at), run_at) <= :now - :aging_s;
 
 -- name: next_due
--- The earliest future moment something of this queue becomes claimable. A job
--- due after :now was created before it with a later run_at: the delayed jobs'
--- index (alk_jobs_pending_due holds only run_at > created_at) has them all.
+-- The earliest future moment something of this queue becomes claimable.
 SELECT min(t) FROM (
-    SELECT min(run_at) AS t FROM alk_jobs INDEXED BY alk_jobs_pending_due
-    WHERE queue = :queue AND state = 'pending' AND run_at > :now AND run_at > created_at
+    SELECT min(run_at) AS t FROM alk_jobs
+    WHERE queue = :queue AND state = 'pending' AND run_at > :now
     UNION ALL
     SELECT min(claim_expires_at) AS t FROM alk_jobs
     WHERE queue = :queue AND state = 'processing' AND claim_expires_at >= :now

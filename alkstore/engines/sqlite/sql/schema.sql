@@ -45,12 +45,8 @@ CREATE TABLE alk_jobs (
 CREATE INDEX alk_jobs_pending_claim ON alk_jobs (queue, priority DESC, run_at, id)
     WHERE state = 'pending';
 
--- Earliest delayed job per queue (the wake loop's "next due" timer). Only jobs
--- due after their creation: an immediate one (run_at <= created_at) is due from
--- the start, and leaving it out spares every enqueue, claim and ack of one a
--- write here (migration 0014).
-CREATE INDEX alk_jobs_pending_due ON alk_jobs (queue, run_at)
-    WHERE state = 'pending' AND run_at > created_at;
+-- Earliest delayed job per queue (the wake loop's "next due" timer).
+CREATE INDEX alk_jobs_pending_due ON alk_jobs (queue, run_at) WHERE state = 'pending';
 
 -- Lapsed claims (reclaim arm, pre-claim exhausted sweep, next lapse).
 CREATE INDEX alk_jobs_processing ON alk_jobs (queue, claim_expires_at) WHERE state = 'processing';
