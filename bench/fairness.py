@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/fairness.py [--jobs 1000000] [--keys 1000] [--claims 500]
                                        [--batch 10] [--runs 3] [--engines sqlite,postgres]
-                                       [--analyze] [--plain-only]
+                                       [--analyze] [--plain-only] [--split]
+                                       [--interleave N]
 
 For each engine and each shape (the backlog spread over ``--keys`` partition
 keys, and all of it on one key), two queues of a fresh store get the same
@@ -15,13 +16,20 @@ claims/s per mode and the median of the runs' ratios on/off (the issue wants
 >= 0.7). The timed claims walk the front of the backlog (a few thousand of its
 jobs per run), so the figure is the per-claim cost at that backlog size, not a
 drain. ``--plain-only`` times the plain claim alone (to compare the plain path
-of two versions: ``PYTHONPATH=/other/tree``).
+of two versions: ``bench/old_code.py``). ``--split`` (SQLite) puts the two
+queues in two files, so each mode pays the checkpoints of its own write-ahead
+log: in one file, the commit that takes the log past its 1,000 pages runs the
+checkpoint of both modes' pages, and with claims alternating, which mode that
+commit is depends on the modes' page counts, not on their share of the pages.
+``--interleave N`` fills in rounds of ``N`` jobs per key (tenants enqueueing
+side by side) instead of key by key (one tenant's import after another's).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -36,9 +44,21 @@ from alkstore import EnqueueOpts
 CHUNK = 10_000
 
 
-async def _fill(q: alkstore.Queue, jobs: int, keys: int) -> None:
-    """``jobs`` jobs, key by key in chunks (each key's share in turn)."""
+async def _fill(q: alkstore.Queue, jobs: int, keys: int, interleave: int = 0) -> None:
+    """``jobs`` jobs, key by key in chunks (each key's share in turn), or with
+    ``interleave`` > 0 in rounds of that many jobs per key (tenants that enqueue
+    side by side: the keys' heads are neighbours in the table and its indexes)."""
     per_key = [jobs // keys + (1 if k < jobs % keys else 0) for k in range(keys)]
+    if interleave > 0:
+        left = per_key[:]
+        while any(left):
+            for k in range(keys):
+                size = min(interleave, left[k])
+                if size:
+                    opts = EnqueueOpts(partition_key=f"tenant-{k:05}")
+                    await q.enqueue_many([b"x"] * size, opts)
+                    left[k] -= size
+        return
     for k, count in enumerate(per_key):
         opts = EnqueueOpts(partition_key=f"tenant-{k:05}")
         for start in range(0, count, CHUNK):
@@ -76,11 +96,18 @@ async def _shape(
     target = fresh_target(engine, home)
     plain: list[float] = []
     fair: list[float] = []
-    async with await alkstore.connect(target.url, **target.kwargs()) as store:
-        plain_q, fair_q = store.queue("plain"), store.queue("fair")
+    async with contextlib.AsyncExitStack() as stack:
+        store = await stack.enter_async_context(
+            await alkstore.connect(target.url, **target.kwargs())
+        )
+        fair_store = store  # one store, unless --split (SQLite): a second file
+        if args.split and engine == "sqlite":
+            other = fresh_target(engine, home)
+            fair_store = await stack.enter_async_context(await alkstore.connect(other.url))
+        plain_q, fair_q = store.queue("plain"), fair_store.queue("fair")
         for q in (plain_q, fair_q) if not args.plain_only else (plain_q,):
             began = time.perf_counter()
-            await _fill(q, args.jobs, keys)
+            await _fill(q, args.jobs, keys, args.interleave)
             print(f"    {q.name}: fill {time.perf_counter() - began:.1f}s", flush=True)
         if not args.plain_only:
             began = time.perf_counter()
@@ -117,6 +144,15 @@ async def main() -> None:
         help="PostgreSQL: ANALYZE the tables after the fill and after fairness is switched on",
     )
     parser.add_argument("--plain-only", action="store_true", help="time the plain claim only")
+    parser.add_argument(
+        "--split", action="store_true", help="SQLite: the plain and the fair queue in two files"
+    )
+    parser.add_argument(
+        "--interleave",
+        type=int,
+        default=0,
+        help="fill in rounds of this many jobs per key (0: key by key)",
+    )
     args = parser.parse_args()
     engines = [e for e in args.engines.split(",") if e]
     if "postgres" in engines and not postgres_available():

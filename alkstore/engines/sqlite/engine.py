@@ -129,7 +129,7 @@ class SqliteEngine(
         if conn.execute(Q["sweep_exhausted_copy"], params).rowcount:
             conn.execute(Q["sweep_exhausted_delete"], params)
         lapsed = {row[0] for row in conn.execute(Q["lapsed_ids"], params)}
-        claimed = run_steps_sync(limited_claim(n), claim_steps(conn, queue, worker, now))
+        claimed = run_steps_sync(limited_claim(n), claim_steps(conn, queue, worker, now, lapsed))
         for row in claimed.rows:
             if row[0] in lapsed:
                 self.write_note(conn, queue, f"{RECLAIMED_NOTE}{row[0]}:{row[7]}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from alkstore.core.job import Row
@@ -23,9 +23,11 @@ __all__ = ["SqliteFlowControl", "claim_steps"]
 
 
 def claim_steps(
-    conn: sqlite3.Connection, queue: str, worker: str, now: float
+    conn: sqlite3.Connection, queue: str, worker: str, now: float, lapsed: Collection[int]
 ) -> Callable[[str, dict[str, Any]], Rows]:
-    """The steps of ``core.limited_claim`` in a claim's write unit."""
+    """The steps of ``core.limited_claim`` in a claim's write unit; ``lapsed``: the
+    queue's lapsed claims this claim may take over (none: a fair claim's heads are
+    read from the pending jobs alone)."""
 
     def step(name: str, params: dict[str, Any]) -> Rows:
         full = {"queue": queue, "now": now, "worker": worker, **params}
@@ -37,7 +39,7 @@ def claim_steps(
         elif name == "fair_cursors_wait":  # the single writer: nothing to wait for
             return []
         elif name == "fair_heads":
-            return _heads(conn, queue, now, params["keys"], params["limits"])
+            return _heads(conn, queue, now, params["keys"], params["limits"], bool(lapsed))
         elif name == "fair_update":
             conn.executemany(
                 Q["fair_move"],
@@ -56,13 +58,19 @@ def claim_steps(
 
 
 def _heads(
-    conn: sqlite3.Connection, queue: str, now: float, keys: list[str], limits: list[int]
+    conn: sqlite3.Connection,
+    queue: str,
+    now: float,
+    keys: list[str],
+    limits: list[int],
+    lapsed: bool,
 ) -> Rows:
     """``fair_heads``: every key's heads read by one statement, each key's own limit
     and claim order kept here; one more statement only if some key had none."""
     params = {"queue": queue, "now": now, "keys": json.dumps(keys), "most": max(limits)}
     found: dict[str, list[tuple[int, float, int]]] = {key: [] for key in keys}
-    for key, job_id, priority, run_at in conn.execute(Q["fair_heads"], params):
+    statement = Q["fair_heads" if lapsed else "fair_heads_pending"]
+    for key, job_id, priority, run_at in conn.execute(statement, params):
         found[key].append((-priority, run_at, job_id))
     rows: Rows = []
     empty = [key for key in keys if not found[key]]

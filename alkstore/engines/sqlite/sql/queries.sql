@@ -233,6 +233,17 @@ FROM json_each(:keys) AS k JOIN alk_jobs AS h ON h.id IN (
         ORDER BY priority DESC, run_at, id
         LIMIT :most));
 
+-- name: fair_heads_pending
+-- fair_heads when the queue has no lapsed claim (the claim's lapsed_ids read
+-- none): the pending arm alone, one index probe per key instead of two.
+SELECT k.value, h.id, h.priority, h.run_at
+FROM json_each(:keys) AS k JOIN alk_jobs AS h ON h.id IN (
+    SELECT id FROM alk_jobs INDEXED BY alk_jobs_fair
+    WHERE queue = :queue AND partition_key = k.value AND state = 'pending'
+      AND run_at <= :now AND (expires_at IS NULL OR expires_at > :now)
+    ORDER BY priority DESC, run_at, id
+    LIMIT :most);
+
 -- name: fair_live
 -- The keys of :keys (a JSON array; keys without claimable jobs) that still have
 -- live jobs (running or delayed).
