@@ -87,3 +87,40 @@ def render_table(title: str, columns: list[str], rows: list[list[str]]) -> str:
         "| " + " | ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)) + " |" for r in rows
     ]
     return "\n".join([f"### {title}", "", line, rule, *body, ""])
+
+
+def server_cpu_s(url: str) -> float | None:
+    """CPU seconds the PostgreSQL server at ``url`` has spent so far, or None.
+
+    The postmaster's own time plus its reaped children's (exited backends) plus
+    every live child's, read from /proc: only meaningful for a local server that
+    this benchmark has to itself (a scratch cluster), as every client of the
+    server counts. None if the server is not on this machine or not readable.
+    """
+    import psycopg
+
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        assert row is not None
+        backend = int(row[0])
+        postmaster = int(_proc_stat(backend)[1])
+        tick = os.sysconf("SC_CLK_TCK")
+        fields = _proc_stat(postmaster)
+        total = sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with contextlib.suppress(OSError, IndexError):
+                    child = _proc_stat(int(entry))
+                    if int(child[1]) == postmaster:
+                        total += int(child[11]) + int(child[12])
+        return total / tick
+    except (OSError, ValueError, psycopg.Error):
+        return None
+
+
+def _proc_stat(pid: int) -> list[str]:
+    """/proc/<pid>/stat after the command name: [state, ppid, ...] (fields 3.. of proc(5))."""
+    with open(f"/proc/{pid}/stat") as f:
+        text = f.read()
+    return text[text.rindex(")") + 2 :].split()
