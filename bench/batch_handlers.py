@@ -9,11 +9,7 @@ batch, each item still acked with its own fenced ack in the worker's ack batch).
 The backlog is enqueued first (``defer_many`` ×1000); the clock runs from worker
 start until ``run()`` returned (every outcome written). Logging at INFO into a
 discarded stream, as in worker_throughput.py. Client CPU is this process's CPU
-time per job. Server CPU (PostgreSQL) is the server's CPU time over the same
-span per job, read from /proc (bench/common.py ``server_cpu_s``): only shown
-for a local server, and only meaningful on one the run has to itself, e.g. a
-scratch cluster given as ``ALKSTORE_BENCH_PG_URL``. ``--handlers batch`` runs
-the batch row alone.
+time per job.
 """
 
 from __future__ import annotations
@@ -27,14 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import (
-    engine_home,
-    fresh_target,
-    median,
-    postgres_available,
-    render_table,
-    server_cpu_s,
-)
+from common import engine_home, fresh_target, median, postgres_available, render_table
 from worker_throughput import _configure_logging
 
 import alkstore
@@ -58,10 +47,8 @@ def _app(url: str, schema: str, batch: int | None, on_jobs: Any) -> tuple[alksto
     return app, noop_batch
 
 
-async def drain(
-    url: str, schema: str, jobs: int, batch: int | None
-) -> tuple[float, float, float | None]:
-    """(jobs/s, client CPU µs/job, server CPU µs/job or None) of one in-process worker."""
+async def drain(url: str, schema: str, jobs: int, batch: int | None) -> tuple[float, float]:
+    """(jobs/s, client CPU µs/job) of one in-process worker."""
     app, task = _app(url, schema, batch, lambda n: None)
     async with app:
         for start in range(0, jobs, 1000):
@@ -77,15 +64,12 @@ async def drain(
 
     app, _ = _app(url, schema, batch, on_jobs)
     worker = app.worker(concurrency=32, handle_signals=False)
-    server0 = server_cpu_s(url) if url.startswith("postgres") else None
     cpu0, t0 = time.process_time(), time.perf_counter()
     async with app:
         await worker.run()
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-    server1 = server_cpu_s(url) if server0 is not None else None
     assert worker.counts["success"] == jobs, worker.counts
-    server = None if server0 is None or server1 is None else (server1 - server0) / jobs * 1e6
-    return jobs / elapsed, cpu / jobs * 1e6, server
+    return jobs / elapsed, cpu / jobs * 1e6
 
 
 def _cell(values: list[float], fmt: str) -> str:
@@ -98,7 +82,6 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--engines", default="sqlite,postgres")
-    parser.add_argument("--handlers", default="per-job,batch", help="per-job,batch or one")
     args = parser.parse_args()
     _configure_logging("info")
     rows: list[list[str]] = []
@@ -110,21 +93,15 @@ def main() -> None:
             ("per-job c=32", None),
             (f"batch {args.batch}", args.batch),
         ]
-        kinds = [k for k in kinds if k[0].split(" ")[0] in args.handlers.split(",")]
         rates: dict[str, list[float]] = {k: [] for k, _ in kinds}
         cpus: dict[str, list[float]] = {k: [] for k, _ in kinds}
-        servers: dict[str, list[float]] = {k: [] for k, _ in kinds}
         with engine_home(engine) as home:
             for _ in range(args.runs):
                 for label, batch in kinds:  # interleaved
                     target = fresh_target(engine, home)
-                    rate, cpu, server = asyncio.run(
-                        drain(target.url, target.schema, args.jobs, batch)
-                    )
+                    rate, cpu = asyncio.run(drain(target.url, target.schema, args.jobs, batch))
                     rates[label].append(rate)
                     cpus[label].append(cpu)
-                    if server is not None:
-                        servers[label].append(server)
         base = median(rates[kinds[0][0]])
         for label, _ in kinds:
             rows.append(
@@ -133,14 +110,13 @@ def main() -> None:
                     label,
                     _cell(rates[label], ",.0f"),
                     _cell(cpus[label], ".1f"),
-                    _cell(servers[label], ".1f") if servers[label] else "–",
                     f"{median(rates[label]) / base:.2f}×",
                 ]
             )
     print(
         render_table(
             f"Batch handlers: {args.jobs:,} no-op calls, median of {args.runs}",
-            ["engine", "handler", "jobs/s", "client µs/job", "server µs/job", "vs per-job"],
+            ["engine", "handler", "jobs/s", "client µs/job", "vs per-job"],
             rows,
         )
     )

@@ -802,17 +802,12 @@ WHERE id = %(id)s AND queue = %(queue)s AND (state || '') = 'processing'
 -- and one attempt number is valid at a time, so the only overlap is a retry of
 -- the same batch, which sends the same rows in the same order; a deadlock the
 -- server would still find is an error the caller retries.
--- `j.id = ANY(ids)` beside the join hands the planner a primary-key probe of
--- just these rows (a bitmap scan); with the join alone it hashed a sequential
--- scan of the whole table, a cost per ack batch that grew with the backlog
--- (~20 rows read per acked job at 20k queued, 200 at 200k).
 -- `state || ''` keeps it on the primary key (see ack_batch).
 DELETE FROM {schema}.alk_jobs AS j
 USING unnest(%(ids)b::bigint[], %(attempts)b::integer[], %(queues)b::text[])
       AS f(id, attempts, queue)
-WHERE j.id = ANY(%(ids)b::bigint[]) AND j.id = f.id AND j.queue = f.queue
-  AND (j.state || '') = 'processing' AND j.attempts = f.attempts
-  AND j.claim_expires_at >= {now}
+WHERE j.id = f.id AND j.queue = f.queue AND (j.state || '') = 'processing'
+  AND j.attempts = f.attempts AND j.claim_expires_at >= {now}
 RETURNING j.id, j.attempts;
 
 -- name: ack_receipted
@@ -827,15 +822,13 @@ RETURNING j.id, j.attempts;
 -- no attempt of this batch deleted. The three columns come as array literals
 -- ('{1,2}'; queue names quoted): built with one str.join, where a list of ints
 -- costs psycopg's array dumper ~0.4 µs a job. The deletes are `ack_many`'s
--- single fenced DELETE (no `FOR UPDATE` pass first, and driven by the primary
--- key through `j.id = ANY(ids)`: see `ack` and `ack_many`).
+-- single fenced DELETE (no `FOR UPDATE` pass first: see `ack` and `ack_many`).
 WITH deleted AS (
     DELETE FROM {schema}.alk_jobs AS j
     USING unnest(%(ids)s::text::bigint[], %(attempts)s::text::integer[],
                  %(queues)s::text::text[]) AS f(id, attempts, queue)
-    WHERE j.id = ANY(%(ids)s::text::bigint[]) AND j.id = f.id AND j.queue = f.queue
-      AND (j.state || '') = 'processing' AND j.attempts = f.attempts
-      AND j.claim_expires_at >= {now}
+    WHERE j.id = f.id AND j.queue = f.queue AND (j.state || '') = 'processing'
+      AND j.attempts = f.attempts AND j.claim_expires_at >= {now}
     RETURNING j.id
 ), receipt AS (
     INSERT INTO {schema}.alk_ack_receipts AS r (owner, token, refused, at)
