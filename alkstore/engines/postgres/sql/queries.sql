@@ -1643,17 +1643,14 @@ VALUES (%s, %s, %s, %s);
 -- receipt row's newest committed version, so an earlier attempt still in
 -- flight on a dead connection is seen once it commits (it holds the job rows'
 -- locks until then, and the deletes here wait for them first). Returns the ids
--- no attempt of this batch deleted.
-WITH fenced AS MATERIALIZED (
-    SELECT j.id FROM {schema}.alk_jobs AS j
-    JOIN unnest(%(ids)b::bigint[], %(attempts)b::integer[], %(queues)b::text[])
-         AS f(id, attempts, queue) ON j.id = f.id
-    WHERE j.queue = f.queue AND (j.state || '') = 'processing' AND j.attempts = f.attempts
-      AND j.claim_expires_at >= {now}
-    ORDER BY j.id
-    FOR UPDATE OF j
-), deleted AS (
-    DELETE FROM {schema}.alk_jobs AS j USING fenced WHERE j.id = fenced.id
+-- no attempt of this batch deleted. The deletes are `ack_many`'s single fenced
+-- DELETE (no `FOR UPDATE` pass first: see `ack` and `ack_many`).
+WITH deleted AS (
+    DELETE FROM {schema}.alk_jobs AS j
+    USING unnest(%(ids)b::bigint[], %(attempts)b::integer[], %(queues)b::text[])
+          AS f(id, attempts, queue)
+    WHERE j.id = f.id AND j.queue = f.queue AND (j.state || '') = 'processing'
+      AND j.attempts = f.attempts AND j.claim_expires_at >= {now}
     RETURNING j.id
 ), receipt AS (
     INSERT INTO {schema}.alk_ack_receipts AS r (owner, token, refused, at)
