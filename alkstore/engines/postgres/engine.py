@@ -196,7 +196,7 @@ class PostgresEngine(
             "owner": owner,
             "token": token,
         }
-        row = await self._fetchone("ack_receipted", params)
+        row = await self._fetchone_planned("index_plan_here", "ack_receipted", params)
         refused = set(row[0]) if row is not None else {item[1] for item in items}
         acked = {(i, a) for _, i, a in items if i not in refused}
         if acked and self._limited:
