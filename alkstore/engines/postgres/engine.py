@@ -175,6 +175,7 @@ class PostgresEngine(
                 return set()
             self._slots_freed({queue})
             return {(job_id, attempts)}
+        items = sorted(items, key=_by_id)  # lock order: see ack_receipted
         columns = {
             "queues": [item[0] for item in items],
             "ids": [item[1] for item in items],
@@ -188,7 +189,9 @@ class PostgresEngine(
     async def ack_receipted(
         self, items: Sequence[tuple[str, int, int]], owner: str, token: str
     ) -> set[tuple[int, int]]:
-        queues, ids, attempts = zip(*items, strict=True)
+        # in id order: the DELETE locks rows in the array's order, so two statements
+        # that lock many of the same rows (a bulk action, a sweep) take them alike
+        queues, ids, attempts = zip(*sorted(items, key=_by_id), strict=True)
         params = {  # array literals (see the query): queue names need no escaping
             "queues": '{"' + '","'.join(queues) + '"}',
             "ids": "{" + ",".join(map(str, ids)) + "}",
@@ -484,3 +487,7 @@ async def migrate(url: str, schema: str = "alkstore", **options: Any) -> int:
 def _age(seconds: Any) -> float | None:
     """An age in seconds from the database, never negative (clocks of two hosts)."""
     return None if seconds is None else max(float(seconds), 0.0)
+
+
+def _by_id(item: tuple[str, int, int]) -> int:
+    return item[1]
