@@ -80,6 +80,18 @@ def _trace_claim_statement(mark: Any) -> None:
     stamps: dict[str, int] = {}
     mark.stamps = stamps  # type: ignore[attr-defined]
     cls._fetchall = _fetchall  # type: ignore[method-assign]
+    if hasattr(cls, "_claim_rows"):  # the claim connection: call and return only
+        orig_rows = cls._claim_rows
+
+        async def _claim_rows(self: Any, name: str, params: dict[str, Any]) -> Any:
+            t0 = ns()
+            rows = await orig_rows(self, name, params)
+            if rows:
+                stamps.clear()
+                stamps["call"], stamps["returned_conn"] = t0, ns()
+            return rows
+
+        cls._claim_rows = _claim_rows  # type: ignore[method-assign]
 
 
 def worker_proc(url: str, schema: str | None, out_q: Any, ready: Any, stop: Any) -> None:
@@ -95,23 +107,36 @@ def worker_proc(url: str, schema: str | None, out_q: Any, ready: Any, stop: Any)
     try:  # the PostgreSQL listener's read of a notification
         from alkstore.engines.postgres.listener import Listener
 
+        def notes(conn: Any) -> Any:
+            class Notes:  # the connection's notifies(), stamped as each note is read
+                def __aiter__(self) -> Any:
+                    self.it = conn.__class__.notifies(conn).__aiter__()
+                    return self
+
+                async def __anext__(self) -> Any:
+                    note = await self.it.__anext__()
+                    mark("note")
+                    return note
+
+            return Notes()
+
+        orig_pump = Listener._pump
+
         async def _pump(self: Any, conn: Any) -> None:
-            async for note in conn.notifies():
-                mark("note")
-                self._notes.append((note.channel, note.payload))
-                if not self._flush_scheduled:
-                    self._flush_scheduled = True
-                    asyncio.get_running_loop().call_soon(self._flush)
+            conn.notifies = lambda: notes(conn)
+            await orig_pump(self, conn)
 
-        if hasattr(Listener, "_pump"):
-            Listener._pump = _pump  # type: ignore[method-assign]
-        orig_flush = Listener._flush
+        Listener._pump = _pump  # type: ignore[method-assign]
+        orig_sink = Listener.__init__
 
-        def _flush(self: Any) -> None:
-            mark("flush")
-            orig_flush(self)
+        def __init__(self: Any, connect: Any, sink: Any, **k: Any) -> None:
+            def stamped(batch: Any) -> None:
+                mark("flush")
+                sink(batch)
 
-        Listener._flush = _flush  # type: ignore[method-assign]
+            orig_sink(self, connect, sink=stamped, **k)
+
+        Listener.__init__ = __init__  # type: ignore[method-assign]
         _trace_claim_statement(mark)
     except ImportError:
         pass
@@ -136,13 +161,14 @@ def worker_proc(url: str, schema: str | None, out_q: Any, ready: Any, stop: Any)
     except ImportError:
         pass
 
-    orig_wait = ClaimLoop.wait_for_work
+    waits = "wait_idle" if hasattr(ClaimLoop, "wait_idle") else "wait_for_work"
+    orig_wait = getattr(ClaimLoop, waits)
 
-    async def wait_for_work(self: ClaimLoop) -> None:
-        await orig_wait(self)
+    async def wait_for_work(self: ClaimLoop, *a: Any) -> None:
+        await orig_wait(self, *a)
         mark("woke", first=False)
 
-    ClaimLoop.wait_for_work = wait_for_work  # type: ignore[method-assign]
+    setattr(ClaimLoop, waits, wait_for_work)
     orig_claim = Queue.claim_held
 
     async def claim_held(self: Queue, worker_id: str, n: int) -> Any:
