@@ -245,12 +245,14 @@ class Producer:
         now = time.monotonic()
         self.executor.traced = recording()  # asked once per batch, not per job
         poll_beat_s = self.poll_beat_s
-        for handle in handles:
-            run = Run(handle, now, sent, poll_beat_s)
-            self.held.add(run)
-            self.ready.append(run)
-            heartbeats.notice(run, now)
+        runs = [Run(handle, now, sent, poll_beat_s) for handle in handles]
+        self.held.update(runs)
+        self.ready.extend(runs)
+        # the handlers' tasks first, then the heartbeat service told (it may wake
+        # up): their first steps run before its scan, a wake's job starts sooner
         self._fill()
+        for run in runs:
+            heartbeats.notice(run, now)
 
     def _fill(self) -> None:
         """Start buffered jobs while slots are free (never once stopping)."""
