@@ -122,9 +122,18 @@ class ClaimLoop:
 
     async def wait_for_work(self) -> None:
         """Nothing more to claim now: wait for a wake, the next due time or the re-poll."""
-        timeout = await self.attempt(self._timeout)
-        if timeout is None:
-            return  # the next-due read failed; the loop already backed off
+        timeout = await self.wait_timeout()
+        if timeout is not None:
+            await self.wait_idle(timeout)
+
+    async def wait_timeout(self) -> float | None:
+        """How long the next wait may last: until the next due time, a rate limit's
+        next slot or the re-poll; ``None`` when reading it failed (the loop backed off)."""
+        return await self.attempt(self._timeout)
+
+    async def wait_idle(self, timeout: float) -> None:
+        """Wait for a wake (or a gap, or the close) up to ``timeout`` s, ``idle`` set
+        meanwhile. No database call: a wake resumes the caller's own task at once."""
         self.idle.set()
         try:
             await self.sub.wait(timeout)

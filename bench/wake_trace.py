@@ -1,6 +1,7 @@
 """Where one wake spends its time: ``defer()`` in this process -> handler in a worker process.
 
     .venv/bin/python bench/wake_trace.py [--samples 200] [--url postgresql://...|sqlite:///...]
+                                         [--loop asyncio|uvloop]
 
 An idle worker (``app.worker(concurrency=8)``) runs in a forked process; this
 process defers one job at a time (20-50 ms apart, the next only after the
@@ -9,7 +10,9 @@ of the wake by wrapping alkstore's own functions (no change to the library):
 
   producer: call start, insert returned (commit ack), defer returned,
             wake statement sent / returned (PostgreSQL's waker)
-  worker:   notification read, wait_for_work returned, claim sent / returned,
+  worker:   notification read, handed to the subscription (flush), wait_for_work
+            returned, claim round started, claim called, pool connection in hand,
+            statement returned, rows fetched, claim returned, rows taken (buffered),
             handler's first line
 
 It prints, per step, the median and p99 of the time since the previous step
@@ -51,6 +54,46 @@ def make_app(url: str, schema: str | None, on_job: Any) -> Any:
     return app, noop
 
 
+def _trace_claim_statement(mark: Any) -> None:
+    """Stamp the pool checkout and the round trip of the PostgreSQL claim statement."""
+    from alkstore.engines.postgres import connections
+
+    cls = connections.PostgresConnections
+    orig = cls._fetchall
+
+    async def _fetchall(self: Any, name: str, params: dict[str, Any]) -> Any:
+        if name != "claim":
+            return await orig(self, name, params)
+        pool = self.check_open()
+        t0 = ns()
+        async with pool.connection() as conn:
+            t1 = ns()
+            cur = await conn.execute(self.q[name], self.timed(params), binary=True)
+            t2 = ns()
+            rows = await cur.fetchall()
+            t3 = ns()
+        if rows:
+            stamps["call"], stamps["conn"], stamps["executed"], stamps["fetched"] = t0, t1, t2, t3
+            stamps["returned_conn"] = ns()
+        return rows
+
+    stamps: dict[str, int] = {}
+    mark.stamps = stamps  # type: ignore[attr-defined]
+    cls._fetchall = _fetchall  # type: ignore[method-assign]
+    if hasattr(cls, "_claim_rows"):  # the claim connection: call and return only
+        orig_rows = cls._claim_rows
+
+        async def _claim_rows(self: Any, name: str, params: dict[str, Any]) -> Any:
+            t0 = ns()
+            rows = await orig_rows(self, name, params)
+            if rows:
+                stamps.clear()
+                stamps["call"], stamps["returned_conn"] = t0, ns()
+            return rows
+
+        cls._claim_rows = _claim_rows  # type: ignore[method-assign]
+
+
 def worker_proc(url: str, schema: str | None, out_q: Any, ready: Any, stop: Any) -> None:
     from alkstore.consume import ClaimLoop
     from alkstore.queue import Queue
@@ -64,25 +107,68 @@ def worker_proc(url: str, schema: str | None, out_q: Any, ready: Any, stop: Any)
     try:  # the PostgreSQL listener's read of a notification
         from alkstore.engines.postgres.listener import Listener
 
+        def notes(conn: Any) -> Any:
+            class Notes:  # the connection's notifies(), stamped as each note is read
+                def __aiter__(self) -> Any:
+                    self.it = conn.__class__.notifies(conn).__aiter__()
+                    return self
+
+                async def __anext__(self) -> Any:
+                    note = await self.it.__anext__()
+                    mark("note")
+                    return note
+
+            return Notes()
+
+        orig_pump = Listener._pump
+
         async def _pump(self: Any, conn: Any) -> None:
-            async for note in conn.notifies():
-                mark("note")
-                self._notes.append((note.channel, note.payload))
-                if not self._flush_scheduled:
-                    self._flush_scheduled = True
-                    asyncio.get_running_loop().call_soon(self._flush)
+            conn.notifies = lambda: notes(conn)
+            await orig_pump(self, conn)
 
         Listener._pump = _pump  # type: ignore[method-assign]
+        orig_sink = Listener.__init__
+
+        def __init__(self: Any, connect: Any, sink: Any, **k: Any) -> None:
+            def stamped(batch: Any) -> None:
+                mark("flush")
+                sink(batch)
+
+            orig_sink(self, connect, sink=stamped, **k)
+
+        Listener.__init__ = __init__  # type: ignore[method-assign]
+        _trace_claim_statement(mark)
+    except ImportError:
+        pass
+    try:
+        from alkstore.worker.producer import Producer
+
+        orig_round = Producer._claim_round
+
+        async def _claim_round(self: Any, *a: Any) -> Any:
+            mark("round", first=False)
+            return await orig_round(self, *a)
+
+        Producer._claim_round = _claim_round  # type: ignore[method-assign]
+        orig_take = Producer._take
+
+        def _take(self: Any, handles: Any, sent: float) -> None:
+            if handles:
+                marks["taken"] = ns()
+            orig_take(self, handles, sent)
+
+        Producer._take = _take  # type: ignore[method-assign]
     except ImportError:
         pass
 
-    orig_wait = ClaimLoop.wait_for_work
+    waits = "wait_idle" if hasattr(ClaimLoop, "wait_idle") else "wait_for_work"
+    orig_wait = getattr(ClaimLoop, waits)
 
-    async def wait_for_work(self: ClaimLoop) -> None:
-        await orig_wait(self)
+    async def wait_for_work(self: ClaimLoop, *a: Any) -> None:
+        await orig_wait(self, *a)
         mark("woke", first=False)
 
-    ClaimLoop.wait_for_work = wait_for_work  # type: ignore[method-assign]
+    setattr(ClaimLoop, waits, wait_for_work)
     orig_claim = Queue.claim_held
 
     async def claim_held(self: Queue, worker_id: str, n: int) -> Any:
@@ -97,6 +183,7 @@ def worker_proc(url: str, schema: str | None, out_q: Any, ready: Any, stop: Any)
 
     def on_job(seq: int) -> None:
         marks["handler"] = ns()
+        marks.update(getattr(mark, "stamps", {}))
         out_q.put((seq, dict(marks)))
         marks.clear()
 
@@ -115,7 +202,18 @@ def worker_proc(url: str, schema: str | None, out_q: Any, ready: Any, stop: Any)
         await app.close()
         del task
 
-    asyncio.run(main())
+    run_loop(main())
+
+
+def run_loop(coro: Any) -> Any:
+    if LOOP == "uvloop":
+        import uvloop
+
+        return uvloop.run(coro)
+    return asyncio.run(coro)
+
+
+LOOP = "asyncio"
 
 
 async def producer(url: str, schema: str | None, samples: int, out_q: Any) -> list[dict[str, int]]:
@@ -170,9 +268,17 @@ ORDER = [
     "wake_sent",
     "wake_done",
     "note",
+    "flush",
     "woke",
+    "round",
     "claim_sent",
+    "call",
+    "conn",
+    "executed",
+    "fetched",
+    "returned_conn",
     "claimed",
+    "taken",
     "handler",
 ]
 
@@ -204,7 +310,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--url", default="postgresql://root@127.0.0.1:5432/test")
     ap.add_argument("--samples", type=int, default=200)
+    ap.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
     args = ap.parse_args()
+    global LOOP
+    LOOP = args.loop
     tmp = None
     schema = None
     url = args.url
@@ -222,12 +331,12 @@ def main() -> None:
             await app.connect()
             await app.close()
 
-        asyncio.run(migrate())
+        run_loop(migrate())
         proc = FORK.Process(target=worker_proc, args=(url, schema, out_q, ready, stop))
         proc.start()
         ready.wait(20)
         time.sleep(0.5)
-        rows = asyncio.run(producer(url, schema, args.samples, out_q))
+        rows = run_loop(producer(url, schema, args.samples, out_q))
         stop.set()
         proc.join(10)
         if proc.is_alive():

@@ -183,14 +183,19 @@ class Producer:
                 if left is None or left == 0:
                     continue  # backed off after a failure, or the claim filled what we want
                 # every queue came back short: wait for a wake, a due job, the rate
-                # limit's next slot or the re-poll
+                # limit's next slot or the re-poll. Only the next-due read is a
+                # bounded database call; the wait is this task's own, so a wake
+                # resumes it directly (no task of the wait's to finish first)
+                timeout = None
                 with contextlib.suppress(EngineError):  # no answer: logged; claim again
-                    await self.db.call(
-                        loop.wait_for_work(),
+                    timeout = await self.db.call(
+                        loop.wait_timeout(),
                         "next due",
                         self.poll_interval_s + self.db.timeout_s,
                         judge=False,
                     )
+                if timeout is not None:
+                    await loop.wait_idle(timeout)
         except StoreClosedError:
             if not stop.requested:
                 log.error("worker %s: the store was closed; stopping", self.worker_id)
@@ -240,12 +245,14 @@ class Producer:
         now = time.monotonic()
         self.executor.traced = recording()  # asked once per batch, not per job
         poll_beat_s = self.poll_beat_s
-        for handle in handles:
-            run = Run(handle, now, sent, poll_beat_s)
-            self.held.add(run)
-            self.ready.append(run)
-            heartbeats.notice(run, now)
+        runs = [Run(handle, now, sent, poll_beat_s) for handle in handles]
+        self.held.update(runs)
+        self.ready.extend(runs)
+        # the handlers' tasks first, then the heartbeat service told (it may wake
+        # up): their first steps run before its scan, a wake's job starts sooner
         self._fill()
+        for run in runs:
+            heartbeats.notice(run, now)
 
     def _fill(self) -> None:
         """Start buffered jobs while slots are free (never once stopping)."""

@@ -3,8 +3,10 @@
 :class:`PostgresConnections` is what the storage operations of ``engine.py`` stand
 on: ``_fetchall`` / ``_fetchone`` / ``_rowcount`` run one named statement on a
 pool connection in autocommit (one round trip, one transaction); ``connect``
-opens the listener's, the waker's and the migrations' own connections; and
-every driver error becomes :class:`EngineError` in one place,
+opens the listener's, the waker's and the migrations' own connections;
+``_claim_rows`` runs the plain claim on a connection kept for claims (a wake's
+claim then takes no pool checkout); and every driver error becomes
+:class:`EngineError` in one place,
 :meth:`PostgresConnections.failure`. It is the ``protocols.TransactionHost`` a
 ``store.transaction()`` (``transaction.py``) stands on. All SQL is formatted once, at construction,
 with the schema as a quoted identifier.
@@ -12,6 +14,8 @@ with the schema as a quoted identifier.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -64,6 +68,9 @@ class PostgresConnections:
         self._waker: Waker | None = None
         self._listener: Listener | None = None
         self._closed = False
+        self._claimer: Conn | None = None  # the claim connection
+        self._claimer_busy = False
+        self._claimer_task: asyncio.Task[None] | None = None  # opening it
 
     @classmethod
     def from_url(cls, url: str, schema: str, options: dict[str, Any]) -> Self:
@@ -203,6 +210,57 @@ class PostgresConnections:
         except psycopg.Error as e:
             raise await self.failure(e, name) from e
 
+    async def _claim_rows(self, name: str, params: dict[str, Any]) -> list[TupleRow]:
+        """``_fetchall`` for a claim, on the store's claim connection when it is free:
+        no pool checkout and return around the statement (~0.1 ms of a wake's claim
+        here), and the claim's prepared statement stays planned on one connection.
+        A claim that finds it taken (or not open yet: it opens in the background)
+        runs on the pool. The same statement in the same autocommit transaction, so
+        the claim still waits for its WAL flush; a failed or cancelled one drops the
+        connection (its state is unknown) and the next claim opens another."""
+        self.check_open()
+        conn = self._claimer
+        if conn is None or self._claimer_busy:
+            if conn is None and self._claimer_task is None:
+                self._claimer_task = asyncio.get_running_loop().create_task(self._open_claimer())
+            return await self._fetchall(name, params)
+        self._claimer_busy = True
+        try:
+            cur = await conn.execute(self.q[name], self.timed(params), binary=True)
+            return await cur.fetchall()
+        except psycopg.Error as e:
+            self._claimer = None
+            await self._drop(conn)
+            raise await self.failure(e, name) from e
+        except BaseException:
+            self._claimer = None
+            await asyncio.shield(self._drop(conn))
+            raise
+        finally:
+            self._claimer_busy = False
+
+    async def _open_claimer(self) -> None:
+        conn = None
+        try:
+            conn = await self.connect()
+            await self._configure(conn)
+        except (psycopg.Error, OSError) as e:
+            log.debug("alkstore: claim connection not opened: %s", e)
+            if conn is not None:
+                await self._drop(conn)
+            return
+        finally:
+            self._claimer_task = None
+        if self._closed:
+            await self._drop(conn)
+        else:
+            self._claimer = conn
+
+    @staticmethod
+    async def _drop(conn: Conn) -> None:
+        with contextlib.suppress(psycopg.Error, OSError):
+            await conn.close()
+
     # -- lifecycle ----------------------------------------------------------------------
     async def open(self) -> None:
         # Migrate on a connection of our own first: a bad URL or a missing
@@ -250,6 +308,14 @@ class PostgresConnections:
                 await self._waker.close()
             if self._listener is not None:
                 await self._listener.stop()
+            opening, self._claimer_task = self._claimer_task, None
+            if opening is not None:
+                opening.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await opening
+            conn, self._claimer = self._claimer, None
+            if conn is not None:
+                await self._drop(conn)
         finally:
             if self._pool is not None:
                 # its workers may be trying to connect over a dead network: wait less

@@ -149,7 +149,7 @@ class PostgresEngine(
             "exhausted_error": exhausted_error,
             "gated": True,
         }
-        rows = await self._fetchall("claim", params)
+        rows = await self._claim_rows("claim", params)
         if rows and rows[-1][0] is None:  # the marker row: a limited or fair queue
             if rows[-1][3] == "fair":  # fair, not paused, no limits: fair_claim from now on
                 self._fair.add(queue)

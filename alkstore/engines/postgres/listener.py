@@ -53,8 +53,6 @@ class Listener:
         self._waiters: list[asyncio.Future[None]] = []
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
-        self._notes: list[tuple[str, str]] = []
-        self._flush_scheduled = False
         self.connected = asyncio.Event()
         self.reconnects = 0
         self.backend_pid: int | None = None  # the server process of the current connection
@@ -168,15 +166,9 @@ class Listener:
                 await conn.execute("SELECT 1")  # idle for ping_s: is it still there?
 
     async def _pump(self, conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
+        # each note goes to the sink as it is read, not a loop turn later: a wake's
+        # consumer is resumed in the same turn (the sink only sets events)
+        sink = self._sink
         async for note in conn.notifies():
-            self._notes.append((note.channel, note.payload))
-            if not self._flush_scheduled:
-                self._flush_scheduled = True
-                asyncio.get_running_loop().call_soon(self._flush)
-
-    def _flush(self) -> None:
-        """Hand the notes gathered in this loop iteration to the sink as one batch."""
-        notes, self._notes = self._notes, []
-        self._flush_scheduled = False
-        if notes and not self._stopping:
-            self._sink(notes)
+            if not self._stopping:
+                sink(((note.channel, note.payload),))

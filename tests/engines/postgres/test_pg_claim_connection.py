@@ -1,0 +1,89 @@
+"""The store's claim connection (docs/postgres.md, "Wakes"): plain claims run on it
+when it is free, on the pool otherwise; a claim whose connection died fails once
+with ``EngineError`` and the next one works on a new connection; nothing is lost
+or claimed twice; the store's close closes it."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+import alkstore
+from alkstore import EngineError
+from alkstore.engines.postgres import PostgresEngine
+
+
+@pytest.fixture
+async def store(pg_url: str) -> AsyncIterator[alkstore.Store]:
+    schema = "claimconn_" + uuid.uuid4().hex[:8]
+    store = await alkstore.connect(pg_url, schema=schema)
+    try:
+        yield store
+    finally:
+        await store.close()
+        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+            await conn.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
+            )
+
+
+def _engine(store: alkstore.Store) -> PostgresEngine:
+    engine = store._engine
+    assert isinstance(engine, PostgresEngine)
+    return engine
+
+
+async def _claimer(store: alkstore.Store) -> Any:
+    """The claim connection, once the first claim opened it (in the background)."""
+    engine = _engine(store)
+    for _ in range(1000):
+        if engine._claimer is not None:
+            return engine._claimer
+        await asyncio.sleep(0.01)
+    raise AssertionError("the claim connection never opened")
+
+
+async def test_claims_survive_the_claim_connection_dying(
+    pg_url: str, store: alkstore.Store
+) -> None:
+    q = store.queue("cc")
+    ids = set(await q.enqueue_many([b"%d" % i for i in range(6)]))
+    got = [h.job.id for h in await q.claim_batch("w1", 1)]  # on the pool; opens the claimer
+    conn = await _claimer(store)
+    got += [h.job.id for h in await q.claim_batch("w1", 1)]  # on the claim connection
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as admin:
+        await admin.execute("SELECT pg_terminate_backend(%s)", [conn.info.backend_pid])
+    failed = 0
+    while len(got) < len(ids):
+        try:
+            got += [h.job.id for h in await q.claim_batch("w1", 1)]
+        except EngineError:
+            failed += 1
+            assert failed == 1, "only the claim on the dead connection fails"
+    assert sorted(got) == sorted(ids)  # each job claimed once, none lost
+    assert (await _claimer(store)) is not conn  # a new one was opened
+
+
+async def test_concurrent_claims_share_out_the_jobs_once(store: alkstore.Store) -> None:
+    q = store.queue("cc2")
+    ids = set(await q.enqueue_many([b"%d" % i for i in range(40)]))
+    first = [h.job.id for h in await q.claim_batch("w1", 1)]
+    await _claimer(store)
+    batches = await asyncio.gather(*(q.claim_batch(f"w{i}", 3) for i in range(13)))
+    got = first + [h.job.id for b in batches for h in b]
+    assert len(got) == len(set(got)) == len(ids)
+
+
+async def test_close_closes_the_claim_connection(store: alkstore.Store) -> None:
+    q = store.queue("cc3")
+    await q.enqueue(b"x")
+    await q.claim_batch("w1", 1)
+    conn = await _claimer(store)
+    await store.close()
+    assert conn.closed and _engine(store)._claimer is None
