@@ -184,20 +184,21 @@ class PostgresConnections:
         except psycopg.Error as e:
             raise await self.failure(e, name) from e
 
-    async def _fetchone_planned(
+    async def _fetchall_planned(
         self, setting: str, name: str, params: dict[str, Any]
-    ) -> TupleRow | None:
+    ) -> list[TupleRow]:
         """``name`` after the planner setting ``setting`` (a ``set_config(..., true)``)
         in one pipeline with no Sync between: one implicit transaction, so the
-        setting ends with it and costs no round trip (as the fair claim's does)."""
+        setting ends with it and costs no round trip; the rows are read inside the
+        pipeline, whose exit reports a failed commit."""
         pool = self.check_open()
         try:
             async with pool.connection() as conn:
                 async with conn.pipeline():
                     await conn.execute(self.q[setting])
                     cur = await conn.execute(self.q[name], self.timed(params), binary=True)
-                    row = await cur.fetchone()
-                return row
+                    rows = await cur.fetchall()
+                return rows
         except psycopg.Error as e:
             raise await self.failure(e, name) from e
 

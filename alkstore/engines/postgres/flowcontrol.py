@@ -113,16 +113,7 @@ class PostgresFlowControl(PostgresOutbox):
         (custom plans fare better then)."""
         if not await self._fair_planned():
             return await self._fetchall("fair_claim", params)
-        pool = self.check_open()
-        try:
-            async with pool.connection() as conn:
-                async with conn.pipeline():
-                    await conn.execute(self.q["generic_plan_here"])
-                    cur = await conn.execute(self.q["fair_claim"], self.timed(params), binary=True)
-                    rows = await cur.fetchall()
-                return rows
-        except psycopg.Error as e:
-            raise await self.failure(e, "claim") from e
+        return await self._fetchall_planned("generic_plan_here", "fair_claim", params)
 
     async def _fair_planned(self) -> bool:
         """Whether ``alk_jobs`` and ``alk_fair`` have been analyzed (asked at most once
