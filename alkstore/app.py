@@ -106,8 +106,13 @@ class App:
 
     # -- tasks ------------------------------------------------------------------
     @overload
+    def task(self, func: Callable[P, R], /) -> Task[P, R]: ...  # bare ``@app.task``
+
+    @overload
     def task(
         self,
+        func: None = None,
+        /,
         *,
         queue: str = "default",
         name: str | None = None,
@@ -125,6 +130,8 @@ class App:
     @overload
     def task(  # a batch task: its handler takes a list, its calls are keywords
         self,
+        func: None = None,
+        /,
         *,
         queue: str = "default",
         name: str | None = None,
@@ -141,6 +148,8 @@ class App:
 
     def task(
         self,
+        func: Callable[P, R] | None = None,
+        /,
         *,
         queue: str = "default",
         name: str | None = None,
@@ -153,8 +162,9 @@ class App:
         keep_result_s: float | None = None,
         batch_size: int | None = None,
         batch_wait_s: float = 0.05,
-    ) -> Callable[[Callable[P, R]], Task[P, R]]:
-        """Register a function (async, or sync to run in a thread) as a task.
+    ) -> Callable[[Callable[P, R]], Task[P, R]] | Task[P, R]:
+        """Register a function (async, or sync to run in a thread) as a task:
+        ``@app.task`` with the defaults, ``@app.task(queue=..., ...)`` with settings.
 
         ``max_attempts``, ``retry_base_s``, ``visibility_timeout_s`` and
         ``priority`` are stamped on each job at defer; ``timeout_s`` cancels a
@@ -223,7 +233,7 @@ class App:
             self.tasks[task_name] = task
             return task
 
-        return register
+        return register if func is None else register(func)
 
     def periodic(
         self,

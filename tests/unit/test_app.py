@@ -32,6 +32,23 @@ def test_task_registers_under_module_and_qualname_by_default() -> None:
     assert send.is_async
 
 
+def test_a_bare_task_decorator_registers_with_the_defaults() -> None:
+    app = make_app()
+
+    @app.task
+    async def send(to: str) -> None: ...
+
+    assert isinstance(send, alkstore.Task)
+    assert app.tasks == {send.name: send}
+    assert (send.queue, send.opts.max_attempts) == ("default", 5)
+
+
+def test_a_task_decorator_given_no_function_names_what_it_got() -> None:
+    app = make_app()
+    with pytest.raises(alkstore.InvalidArgumentError, match="a task must be a function, got 42"):
+        app.task(42)  # type: ignore[call-overload]
+
+
 def test_task_stamps_its_queue_options() -> None:
     app = make_app()
 
