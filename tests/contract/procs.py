@@ -41,7 +41,7 @@ async def drain(url: str, schema: str, queue: str, worker: str) -> None:
             handles = await q.claim_batch(worker, n)
             if not handles:
                 empty += 1
-                await asyncio.sleep(0.01)
+                await asyncio.sleep(0.01)  # real time: a child's pace between empty claims
                 continue
             empty = 0
             for h in handles:
@@ -64,7 +64,7 @@ async def lossy(url: str, schema: str, queue: str, worker: str, quiet_s: float) 
             handles = await q.claim_batch(worker, rng.choice([1, 2, 4]))
             if not handles:
                 idle_since = idle_since or loop.time()
-                await asyncio.sleep(0.02)
+                await asyncio.sleep(0.02)  # real time: a child's pace; quiet_s is wall time
                 continue
             idle_since = None
             for h in handles:
