@@ -43,7 +43,7 @@ async def fanin(url: str, schema: str, parentq: str, childq: str, worker: str) -
             if not handles:
                 empty += 1
                 await try_child()
-                await asyncio.sleep(0.02)
+                await asyncio.sleep(0.02)  # real time: a child's pace between empty claims
                 continue
             empty = 0
             how = rng.choice(["ack", "ack_batch", "ack_many"])

@@ -48,7 +48,7 @@ async def fairlog(url: str, schema: str, queue: str, worker: str, quota: int, lo
             handles = await q.claim_batch(worker, min(rng.choice([1, 2, 4]), quota - done))
             if not handles:
                 empty += 1
-                await asyncio.sleep(0.01)
+                await asyncio.sleep(0.01)  # real time: a child's pace between empty claims
                 continue
             empty = 0
             for h in handles:
@@ -85,7 +85,7 @@ async def drain(url: str, schema: str, queue: str) -> None:
             if not handles:
                 if finishing:
                     break
-                await asyncio.sleep(0.001)
+                await asyncio.sleep(0.001)  # real time: a child's pace until its stop line
                 continue
             for h in handles:
                 await asyncio.sleep(0)  # let an enqueue race the running job
@@ -103,7 +103,7 @@ def aging(
 
     @app.task(queue=queue, name="hi")
     async def hi() -> None:
-        await asyncio.sleep(handler_s)
+        await asyncio.sleep(handler_s)  # real time: the handler's run is part of the bound
 
     @app.task(queue=queue, name="lo")
     async def lo() -> None:

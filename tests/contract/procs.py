@@ -5,7 +5,9 @@
                                                worker that "dies"); prints [[id, attempts, acked]]
     procs.py produce URL SCHEMA QUEUE PAYLOAD  enqueue one job; print its id
     procs.py crash   URL SCHEMA QUEUE PAYLOAD  enqueue, claim+fail another, then os._exit at once
-    procs.py consume URL SCHEMA QUEUE N POLL   queue.jobs(...) until N jobs; print each payload
+    procs.py consume URL SCHEMA QUEUE N POLL   queue.jobs(...) until N jobs; print each payload,
+                                               then (but after the Nth) ``waiting`` once its
+                                               claim loop waits with nothing to claim
     procs.py migrate URL SCHEMA -              connect with the test-only migrations added
                                                (after a go line); print ok
     procs.py dedupe  URL SCHEMA QUEUE KEY WINDOW  (after ready/go) enqueue_unique with the key
@@ -39,7 +41,7 @@ async def drain(url: str, schema: str, queue: str, worker: str) -> None:
             handles = await q.claim_batch(worker, n)
             if not handles:
                 empty += 1
-                await asyncio.sleep(0.01)
+                await asyncio.sleep(0.01)  # real time: a child's pace between empty claims
                 continue
             empty = 0
             for h in handles:
@@ -62,7 +64,7 @@ async def lossy(url: str, schema: str, queue: str, worker: str, quiet_s: float) 
             handles = await q.claim_batch(worker, rng.choice([1, 2, 4]))
             if not handles:
                 idle_since = idle_since or loop.time()
-                await asyncio.sleep(0.02)
+                await asyncio.sleep(0.02)  # real time: a child's pace; quiet_s is wall time
                 continue
             idle_since = None
             for h in handles:
@@ -94,12 +96,22 @@ async def consume(url: str, schema: str, queue: str, n: int, poll: float) -> Non
     async with await alkstore.connect(url, schema=schema) as store:
         q = store.queue(queue)
         got = 0
+        announcers: list[asyncio.Task[None]] = []  # held: asyncio keeps tasks only weakly
         async for handle in q.jobs("consumer", poll_interval_s=poll):
             await handle.ack()
             print(handle.job.payload.decode(), flush=True)
             got += 1
             if got >= n:
                 break
+            announcers.append(asyncio.create_task(_announce_idle(store)))
+
+
+async def _announce_idle(store: alkstore.Store) -> None:
+    """Print ``waiting`` once the claim loop waits: the parent's readiness signal (``idle``
+    is clear while the loop body runs, so what this sees is the loop's next wait)."""
+    (loop,) = store._loops
+    await loop.idle.wait()
+    print("waiting", flush=True)
 
 
 async def migrate(url: str, schema: str) -> None:

@@ -33,7 +33,7 @@ WAIT = 300.0
 async def _until(check: Any, what: str) -> None:
     async def poll() -> None:
         while not await check():
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.02)  # polling a condition (the children run on real time)
 
     try:
         await asyncio.wait_for(poll(), WAIT)

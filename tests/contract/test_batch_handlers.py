@@ -26,7 +26,7 @@ async def wait_until(
     while not await check():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # polling a condition; the deadline bounds only a failure
 
 
 @pytest.fixture
@@ -319,7 +319,7 @@ async def test_a_stop_past_the_grace_gives_a_batchs_items_back(app: alkstore.App
     @app.task(queue="x", name="stuck", batch_size=4, batch_wait_s=0.05)
     async def stuck(items: list[BatchItem]) -> None:
         started.set()
-        await asyncio.sleep(3600)
+        await asyncio.sleep(3600)  # never ends by itself: the stop past the grace cancels it
 
     ids = await stuck.defer_many([{"n": n} for n in range(4)])
     worker = app.worker(handle_signals=False, poll_interval_s=0.2, grace_s=0.2)

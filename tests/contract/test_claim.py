@@ -13,7 +13,7 @@ from alkstore import EnqueueOpts, InvalidArgumentError, QueueOpts
 from .conftest import Clock
 
 SHORT = 0.3  # a visibility timeout that lapses within a test
-LAPSE = 0.45  # sleep this long to see it lapse
+LAPSE = 0.45  # advance the test clock this far to see it lapse
 
 
 async def test_claim_marks_the_row_processing(store: alkstore.Store, qname: str) -> None:

@@ -12,6 +12,7 @@ import alkstore
 from alkstore import EnqueueOpts, QueueOpts, Rate
 
 from .conftest import Clock
+from .test_wake import until_idle
 
 OpenStore = Callable[..., Awaitable[alkstore.Store]]
 
@@ -57,7 +58,7 @@ async def test_resume_wakes_a_waiting_consumer(store: alkstore.Store, qname: str
 
     task = asyncio.create_task(consume())
     try:
-        await asyncio.sleep(0.05)
+        await until_idle(store)  # it claimed, found the queue paused, and now waits
         assert got.empty()
         await q.resume()
         handle = await asyncio.wait_for(got.get(), 30)

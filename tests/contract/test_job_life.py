@@ -34,7 +34,7 @@ async def wait_until(
     while not await check():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # polling a condition; the deadline bounds only a failure
 
 
 @pytest.fixture
@@ -122,7 +122,7 @@ async def test_a_cancelled_run_is_recorded_cancelled(app: alkstore.App) -> None:
     @app.task(queue="h", name="long")
     async def long() -> None:
         started.set()
-        await asyncio.sleep(3600)
+        await asyncio.sleep(3600)  # never ends by itself: the cancel ends it
 
     async with app:
         job_id = await long.defer()
@@ -181,7 +181,7 @@ async def test_progress_from_a_tight_loop_is_coalesced_and_readable(
         for i in range(n + 1):
             j().progress(i, "counting")
         while not j().cancelled and not gate.is_set():
-            time.sleep(0.01)
+            time.sleep(0.01)  # a sync handler's thread polling its two ways out
 
     async with app:
         engine = app.store._engine
@@ -553,7 +553,7 @@ async def test_a_run_whose_claim_was_taken_is_recorded_lost_by_its_worker(
     @app.task(queue="h", name="stuck", visibility_timeout_s=30)
     async def stuck() -> None:
         started.set()
-        await asyncio.sleep(3600)
+        await asyncio.sleep(3600)  # never ends by itself: it holds the claim until cancelled
 
     async with app:
         job_id = await stuck.defer()

@@ -46,7 +46,7 @@ async def test_a_collected_jobs_iterator_releases_the_rest_of_the_batch(
         break
     gc.collect()  # the finaliser schedules aclose() on the loop
     while await _states(store, qname) != LEFT:  # bounded by the pytest timeout
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # polling for the finaliser's aclose, not a duration
 
 
 async def test_closing_the_store_releases_what_an_open_iterator_holds(

@@ -17,7 +17,7 @@ async def _until_listening(store: alkstore.Store) -> None:
     """Yield until the store's result waiters have their LISTEN (a condition, not a
     duration: a fixed sleep lost this race on a loaded machine)."""
     while not store._results.listening:  # bounded by the pytest timeout
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # a yield to the loop, not a duration
 
 
 async def test_ack_result_keeps_value_outcome_attempts_and_finish_time(

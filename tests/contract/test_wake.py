@@ -220,8 +220,9 @@ async def test_wake_crosses_processes(store: alkstore.Store, target, qname: str)
         assert proc.stdout is not None
         await store.queue(qname).enqueue("ping")
         line = await asyncio.wait_for(proc.stdout.readline(), WAIT)
-        assert line.decode().strip() == "ping"  # the consumer is now waiting on its wake
-        await asyncio.sleep(0.2)
+        assert line.decode().strip() == "ping"
+        line = await asyncio.wait_for(proc.stdout.readline(), WAIT)
+        assert line.decode().strip() == "waiting"  # its claim loop now waits for a wake
         producer = await _spawn(target, "produce", qname, "from another process")
         out, _ = await asyncio.wait_for(producer.communicate(), WAIT)
         assert producer.returncode == 0
