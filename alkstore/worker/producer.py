@@ -262,6 +262,7 @@ class Producer:
         loop = self.loop
         batches = self.executor.batches
         assert completer is not None and loop is not None
+        now = time.monotonic()  # one reading for the jobs this call starts (a batch's many)
         while ready and self.active < self.concurrency and not stop.requested:
             run = ready.popleft()
             if run.state is not BUFFERED:  # cancelled or lost while buffered: never run it
@@ -272,7 +273,7 @@ class Producer:
                 # a batch task's job takes no slot: it waits in its batch
                 run.state = RUNNING
                 run.batched = True
-                run.started = time.monotonic()
+                run.started = now
                 # no task, future or callback per item: its batch's ``done`` is what
                 # the drain waits on, and the batch hands its outcomes over at once
                 run.task = batches.add(run, *call)
@@ -282,7 +283,7 @@ class Producer:
                 continue
             self.active += 1
             run.state = RUNNING
-            run.started = time.monotonic()
+            run.started = now
             # no done callback: the task's own last step lets go of the claim
             run.task = loop.create_task(self._execute(run))
             self.started += 1
