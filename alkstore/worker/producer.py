@@ -50,11 +50,13 @@ __all__ = ["PREFETCH_MIN", "PREFETCH_WAIT_S", "Producer"]
 log = logging.getLogger("alkstore.worker")
 
 PREFETCH_WAIT_S = 0.05  # a buffered job should wait about this long for a slot, at most
-# the default prefetch cap's floor: fast handlers drain ~10-20k jobs/s, so 512 is
-# still under PREFETCH_WAIT_S of work, and a claim round trip (with its ack's) costs
-# the client ~100-200 µs whatever its size: bigger claims, less CPU per job (a
-# cap of 128 took ~20% more client CPU per no-op job at concurrency 32)
-PREFETCH_MIN = 512
+# the default prefetch cap's floor. It only caps: claim_ahead() holds no more than
+# the slots finish in PREFETCH_WAIT_S at the handlers' average run time, so only
+# jobs of under ~1.5 ms (at concurrency 32) ever fill it. A claim round trip (with
+# its ack's) costs the client ~150-350 µs whatever its size: bigger claims, less
+# CPU per job (a cap of 128 took ~20% more client CPU per no-op job at concurrency
+# 32 than 512; 1024 ~9% less than 512, with claims of ~520 instead of ~260)
+PREFETCH_MIN = 1024
 # batch items held beyond the slots' claims, in batches of the largest size: one
 # running, one being acked, one filling, one claimed ahead
 BATCH_ROOM = 4
