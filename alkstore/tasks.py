@@ -129,10 +129,9 @@ def decode_envelope(payload: bytes) -> tuple[str, dict[str, Any], dict[str, str]
     """``(task name, arguments, trace headers)`` from a job payload (``BadCall`` if it is
     not a task call)."""
     if type(payload) is bytes and payload.startswith(b'{"task":"'):
-        # the per-job hot path: a payload exactly as encode_call writes one without
-        # trace context ({"task":"NAME","args":{...}}, compact, a name with no
-        # escapes) is read without building the envelope object; anything else
-        # takes the general path below, which decides (and words the errors)
+        # the per-job hot path: encode_call's own shape without trace context, compact,
+        # a name with no escapes, read without building the envelope object; anything
+        # else takes the general path below, which decides (and words the errors)
         try:
             call = payload.decode()
             end = call.find('"', 9)  # the name's closing quote, if it has no escapes
