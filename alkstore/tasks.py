@@ -128,6 +128,19 @@ def _scan_object(text: str | bytes) -> Any:
 def decode_envelope(payload: bytes) -> tuple[str, dict[str, Any], dict[str, str] | None]:
     """``(task name, arguments, trace headers)`` from a job payload (``BadCall`` if it is
     not a task call)."""
+    if type(payload) is bytes and payload.startswith(b'{"task":"'):
+        # the per-job hot path: encode_call's own shape without trace context, compact,
+        # a name with no escapes, read without building the envelope object; anything
+        # else takes the general path below, which decides (and words the errors)
+        try:
+            call = payload.decode()
+            end = call.find('"', 9)  # the name's closing quote, if it has no escapes
+            if end > 0 and call.startswith('","args":', end) and "\\" not in (name := call[9:end]):
+                args, stop = _scan_once(call, end + 9)
+                if stop == len(call) - 1 and type(args) is dict and call[stop] == "}":
+                    return name, args, None
+        except (StopIteration, ValueError):  # UnicodeDecodeError is a ValueError
+            pass
     try:
         # alkstore writes task calls as UTF-8: decoding first skips json's
         # encoding detection (the per-job hot path)

@@ -158,7 +158,7 @@ def _cell(samples: list[tuple[float, float]]) -> str:
     cpus = [s[1] for s in samples]
     return (
         f"{statistics.median(rates):,.0f}/s [{min(rates):,.0f}–{max(rates):,.0f}]"
-        f" · {statistics.median(cpus):.0f} µs CPU/job"
+        f" · {statistics.median(cpus):.1f} µs CPU/job"
     )
 
 

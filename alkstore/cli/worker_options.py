@@ -64,7 +64,7 @@ WORKER_OPTIONS: tuple[WorkerOption, ...] = (
     WorkerOption(
         ("--prefetch",),
         "ALKSTORE_WORKER_PREFETCH",
-        "Cap on jobs claimed ahead while handlers run [max(4×concurrency, 512)]; 0: none.",
+        "Cap on jobs claimed ahead while handlers run [max(4×concurrency, 1024)]; 0: none.",
         int,
         0,
         kwarg="prefetch",

@@ -10,6 +10,7 @@ lazily. It is still immutable, hashable and compares by value.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any, Literal, NamedTuple
@@ -89,7 +90,7 @@ class Job:
     _row: Row
 
     def __init__(self, row: Row) -> None:
-        object.__setattr__(self, "_row", row)
+        _set_row(self, row)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"Job is immutable; cannot set {name!r}")
@@ -148,6 +149,11 @@ class Job:
             f"attempts={self.attempts}/{self.max_attempts}, priority={self.priority}, "
             f"payload={self.payload[:40]!r})"
         )
+
+
+# the slot's own setter (Job's __setattr__ refuses): a claimed row is wrapped on the
+# per-job hot path, and this skips object.__setattr__'s lookup of the slot
+_set_row: Callable[[Job, Row], None] = Job.__dict__["_row"].__set__
 
 
 class SweepResult(NamedTuple):

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from alkstore.core.options import check_non_negative
 from alkstore.errors import InvalidArgumentError
-from alkstore.tasks import BadCall, Fail, Snooze, Task, decode_call
+from alkstore.tasks import BadCall, Fail, Snooze, Task, decode_envelope
 from alkstore.worker.context import _in_batch
 from alkstore.worker.outcome import Kind, Outcome, error_text
 from alkstore.worker.runs import RUNNING, Run
@@ -138,7 +138,7 @@ class Batches:
         """The batch task ``run``'s job calls and its arguments, or ``None`` (an
         ordinary job: the executor decodes it)."""
         try:
-            name, arguments = decode_call(run.handle.job.payload)
+            name, arguments, _ = decode_envelope(run.job.payload)  # per claimed job
         except BadCall:
             return None
         task = self.app.find_task(name)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from alkstore.core.job import Job, Row
+from alkstore.core.job import Job, Row, _set_row
 from alkstore.errors import InvalidArgumentError
 from alkstore.worker.job_life import JobLife
 
@@ -37,15 +37,16 @@ class RunningJob(Job):
     _life: JobLife | None
 
     def __init__(self, row: Row) -> None:
-        super().__init__(row)
-        object.__setattr__(self, "_revoked", False)
-        object.__setattr__(self, "_bound", None)
-        object.__setattr__(self, "_life", None)
+        # the slots' own setters (Job's __setattr__ refuses): one per claimed job
+        _set_row(self, row)
+        _set_revoked(self, False)
+        _set_bound(self, None)
+        _set_life(self, None)
 
     # -- a job's life (#24; worker/job_life.py, docs/durable.md) -----------------------
     def _bind(self, handle: JobHandle, loop: asyncio.AbstractEventLoop) -> None:
         """The worker's side: the claim the handler's progress and steps write under."""
-        object.__setattr__(self, "_bound", (handle, loop))
+        _set_bound(self, (handle, loop))
 
     def _end(self) -> None:
         life = self._life
@@ -111,6 +112,11 @@ class RunningJob(Job):
 _current: contextvars.ContextVar[RunningJob | None] = contextvars.ContextVar(
     "alkstore_current_job", default=None
 )
+
+
+_set_revoked: Callable[[RunningJob, bool], None] = RunningJob.__dict__["_revoked"].__set__
+_set_bound: Callable[[RunningJob, Any], None] = RunningJob.__dict__["_bound"].__set__
+_set_life: Callable[[RunningJob, JobLife | None], None] = RunningJob.__dict__["_life"].__set__
 
 
 def current_job() -> RunningJob | None:

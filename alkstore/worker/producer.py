@@ -50,11 +50,13 @@ __all__ = ["PREFETCH_MIN", "PREFETCH_WAIT_S", "Producer"]
 log = logging.getLogger("alkstore.worker")
 
 PREFETCH_WAIT_S = 0.05  # a buffered job should wait about this long for a slot, at most
-# the default prefetch cap's floor: fast handlers drain ~10-20k jobs/s, so 512 is
-# still under PREFETCH_WAIT_S of work, and a claim round trip (with its ack's) costs
-# the client ~100-200 µs whatever its size: bigger claims, less CPU per job (a
-# cap of 128 took ~20% more client CPU per no-op job at concurrency 32)
-PREFETCH_MIN = 512
+# the default prefetch cap's floor. It only caps: claim_ahead() holds no more than
+# the slots finish in PREFETCH_WAIT_S at the handlers' average run time, so only
+# jobs of under ~1.5 ms (at concurrency 32) ever fill it. A claim round trip (with
+# its ack's) costs the client ~150-350 µs whatever its size: bigger claims, less
+# CPU per job (a cap of 128 took ~20% more client CPU per no-op job at concurrency
+# 32 than 512; 1024 ~9% less than 512, with claims of ~520 instead of ~260)
+PREFETCH_MIN = 1024
 # batch items held beyond the slots' claims, in batches of the largest size: one
 # running, one being acked, one filling, one claimed ahead
 BATCH_ROOM = 4
@@ -262,6 +264,7 @@ class Producer:
         loop = self.loop
         batches = self.executor.batches
         assert completer is not None and loop is not None
+        now = time.monotonic()  # one reading for the jobs this call starts (a batch's many)
         while ready and self.active < self.concurrency and not stop.requested:
             run = ready.popleft()
             if run.state is not BUFFERED:  # cancelled or lost while buffered: never run it
@@ -272,7 +275,7 @@ class Producer:
                 # a batch task's job takes no slot: it waits in its batch
                 run.state = RUNNING
                 run.batched = True
-                run.started = time.monotonic()
+                run.started = now
                 # no task, future or callback per item: its batch's ``done`` is what
                 # the drain waits on, and the batch hands its outcomes over at once
                 run.task = batches.add(run, *call)
@@ -282,7 +285,7 @@ class Producer:
                 continue
             self.active += 1
             run.state = RUNNING
-            run.started = time.monotonic()
+            run.started = now
             # no done callback: the task's own last step lets go of the claim
             run.task = loop.create_task(self._execute(run))
             self.started += 1

@@ -203,6 +203,44 @@ def test_decode_call_rejects_what_is_not_a_task_call(payload: bytes) -> None:
         decode_call(payload)
 
 
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b'{"task":"a","args":{},"task":"b"}',  # the last key wins, as in json.loads
+        b'{"task":"a","args":[]}',
+        b'{"task":"a","args":{} }',
+        b'{"task":"a"}',
+        b'{"task":"a","args":{"x":1}',
+        b'{"task":"\xff","args":{}}',
+        b'{"task":"a","args":{"x":1}}x',
+        b'{"task":"a\\u0022b","args":{}}',
+        b'{"task":"","args":{}}',
+        b'{"task":"a","args":',
+        b'{"task":"a","args":{"x":1}}}',
+        b'{"task":"a","args":{"x":1}}\n',
+        encode_call('no"op', {"a": [1, {"x": "}"}]}),
+        encode_call("noop", {"seq": 1}, {"traceparent": "00-abc"}),
+        encode_call("noop", {"seq": 1, "s": "é"}),
+    ],
+)
+def test_decode_call_reads_every_payload_as_json_loads_does(payload: bytes) -> None:
+    # the hot path's reading of encode_call's own shape never differs from the envelope's
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        data = None
+    args = data.get("args", {}) if isinstance(data, dict) else None
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("task"), str)
+        or type(args) is not dict
+    ):
+        with pytest.raises(BadCall):
+            decode_call(payload)
+        return
+    assert decode_call(payload) == (data["task"], args)
+
+
 def test_call_arguments_reject_unknown_or_missing_parameters() -> None:
     app = make_app()
 

@@ -25,6 +25,7 @@ import psycopg
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from alkstore.engines.postgres.kept import KeptConnection
 from alkstore.engines.postgres.listener import Listener
 from alkstore.engines.postgres.migrator import (
     CLOCKED_NOW,
@@ -68,9 +69,16 @@ class PostgresConnections:
         self._waker: Waker | None = None
         self._listener: Listener | None = None
         self._closed = False
-        self._claimer: Conn | None = None  # the claim connection
-        self._claimer_busy = False
-        self._claimer_task: asyncio.Task[None] | None = None  # opening it
+        closed = lambda: self._closed  # noqa: E731
+        # connections kept beside the pool (``kept.py``): the plain claim's, and the
+        # worker's receipted acks' (planned with enable_seqscan off for the session)
+        self._claims = KeptConnection("claim", self._open_kept, closed)
+        self._acks = KeptConnection("ack", self._open_acker, closed)
+
+    @property
+    def _claimer(self) -> Conn | None:
+        """The claim connection, if open."""
+        return self._claims.conn
 
     @classmethod
     def from_url(cls, url: str, schema: str, options: dict[str, Any]) -> Self:
@@ -220,42 +228,58 @@ class PostgresConnections:
         the claim still waits for its WAL flush; a failed or cancelled one drops the
         connection (its state is unknown) and the next claim opens another."""
         self.check_open()
-        conn = self._claimer
-        if conn is None or self._claimer_busy:
-            if conn is None and self._claimer_task is None:
-                self._claimer_task = asyncio.get_running_loop().create_task(self._open_claimer())
+        conn = self._claims.take()
+        if conn is None:
             return await self._fetchall(name, params)
-        self._claimer_busy = True
+        return await self._kept_rows(self._claims, conn, name, params)
+
+    async def _ack_rows(self, name: str, params: dict[str, Any]) -> list[TupleRow]:
+        """The receipted ack ``name``: on the store's ack connection when it is free
+        (its session plans with ``enable_seqscan`` off: primary-key probes, see
+        ``index_plan_here``), else on the pool after ``index_plan_here`` in one
+        pipeline. The kept connection spares the pipeline and the pool checkout:
+        ~0.2 ms of client CPU per ack batch measured here."""
+        self.check_open()
+        conn = self._acks.take()
+        if conn is None:
+            return await self._fetchall_planned("index_plan_here", name, params)
+        return await self._kept_rows(self._acks, conn, name, params)
+
+    async def _kept_rows(
+        self, kept: KeptConnection, conn: Conn, name: str, params: dict[str, Any]
+    ) -> list[TupleRow]:
         try:
             cur = await conn.execute(self.q[name], self.timed(params), binary=True)
             return await cur.fetchall()
         except psycopg.Error as e:
-            self._claimer = None
-            await self._drop(conn)
+            await kept.drop(conn)
             raise await self.failure(e, name) from e
         except BaseException:
-            self._claimer = None
-            await asyncio.shield(self._drop(conn))
+            await asyncio.shield(kept.drop(conn))
             raise
         finally:
-            self._claimer_busy = False
+            kept.busy = False
 
-    async def _open_claimer(self) -> None:
-        conn = None
+    async def _open_kept(self) -> Conn:
+        """A connection for a :class:`KeptConnection`, configured as the pool's."""
+        conn = await self.connect()
         try:
-            conn = await self.connect()
             await self._configure(conn)
-        except (psycopg.Error, OSError) as e:
-            log.debug("alkstore: claim connection not opened: %s", e)
-            if conn is not None:
-                await self._drop(conn)
-            return
-        finally:
-            self._claimer_task = None
-        if self._closed:
+        except BaseException:
             await self._drop(conn)
-        else:
-            self._claimer = conn
+            raise
+        return conn
+
+    async def _open_acker(self) -> Conn:
+        """The ack connection: the pool's configuration, and the receipted ack's
+        planner setting for the whole session (only that statement runs on it)."""
+        conn = await self._open_kept()
+        try:
+            await conn.execute("SET enable_seqscan TO off")
+        except BaseException:
+            await self._drop(conn)
+            raise
+        return conn
 
     @staticmethod
     async def _drop(conn: Conn) -> None:
@@ -309,14 +333,8 @@ class PostgresConnections:
                 await self._waker.close()
             if self._listener is not None:
                 await self._listener.stop()
-            opening, self._claimer_task = self._claimer_task, None
-            if opening is not None:
-                opening.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await opening
-            conn, self._claimer = self._claimer, None
-            if conn is not None:
-                await self._drop(conn)
+            await self._claims.close()
+            await self._acks.close()
         finally:
             if self._pool is not None:
                 # its workers may be trying to connect over a dead network: wait less

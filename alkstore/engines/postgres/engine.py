@@ -199,7 +199,7 @@ class PostgresEngine(
             "owner": owner,
             "token": token,
         }
-        rows = await self._fetchall_planned("index_plan_here", "ack_receipted", params)
+        rows = await self._ack_rows("ack_receipted", params)
         row = rows[0] if rows else None
         refused = set(row[0]) if row is not None else {item[1] for item in items}
         acked = {(i, a) for _, i, a in items if i not in refused}

@@ -1,7 +1,8 @@
-"""The store's claim connection (docs/postgres.md, "Wakes"): plain claims run on it
-when it is free, on the pool otherwise; a claim whose connection died fails once
-with ``EngineError`` and the next one works on a new connection; nothing is lost
-or claimed twice; the store's close closes it."""
+"""The store's kept connections (docs/postgres.md, "Wakes"): plain claims run on the
+claim connection, the worker's receipted acks on the ack connection, when free (on
+the pool otherwise); a statement whose connection died fails once with
+``EngineError`` and the next one works on a new connection; nothing is lost,
+claimed twice or acked without its receipt; the store's close closes them."""
 
 from __future__ import annotations
 
@@ -49,6 +50,16 @@ async def _claimer(store: alkstore.Store) -> Any:
     raise AssertionError("the claim connection never opened")
 
 
+async def _acker(store: alkstore.Store) -> Any:
+    """The ack connection, once the first receipted ack opened it (in the background)."""
+    kept = _engine(store)._acks
+    for _ in range(1000):
+        if kept.conn is not None:
+            return kept.conn
+        await asyncio.sleep(0.01)
+    raise AssertionError("the ack connection never opened")
+
+
 async def test_claims_survive_the_claim_connection_dying(
     pg_url: str, store: alkstore.Store
 ) -> None:
@@ -87,3 +98,38 @@ async def test_close_closes_the_claim_connection(store: alkstore.Store) -> None:
     conn = await _claimer(store)
     await store.close()
     assert conn.closed and _engine(store)._claimer is None
+
+
+async def test_receipted_acks_survive_the_ack_connection_dying(
+    pg_url: str, store: alkstore.Store
+) -> None:
+    q = store.queue("ca")
+    await q.enqueue_many([b"%d" % i for i in range(8)])
+    handles = await q.claim_batch("w1", 8)
+    # the first ack runs on the pool (its planner setting in a pipeline) and opens it
+    assert await store._ack_receipted(handles[:2], "w1", uuid.uuid4().hex) == [True, True]
+    conn = await _acker(store)
+    async with conn.cursor() as cur:  # only the receipted ack runs here: index probes
+        await cur.execute("SHOW enable_seqscan")
+        assert await cur.fetchone() == ("off",)
+    assert await store._ack_receipted(handles[2:4], "w1", uuid.uuid4().hex) == [True, True]
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as admin:
+        await admin.execute("SELECT pg_terminate_backend(%s)", [conn.info.backend_pid])
+    token = uuid.uuid4().hex
+    with pytest.raises(EngineError):
+        await store._ack_receipted(handles[4:6], "w1", token)
+    # the batch's retry (same token) on a new connection or the pool: acked, by receipt
+    assert await store._ack_receipted(handles[4:6], "w1", token) == [True, True]
+    assert await store._ack_receipted(handles[6:], "w1", uuid.uuid4().hex) == [True, True]
+    assert (await _acker(store)) is not conn
+    assert await q.claim_batch("w2", 8) == []  # nothing left, nothing reclaimable
+
+
+async def test_close_closes_the_ack_connection(store: alkstore.Store) -> None:
+    q = store.queue("ca2")
+    await q.enqueue(b"x")
+    handles = await q.claim_batch("w1", 1)
+    await store._ack_receipted(handles, "w1", uuid.uuid4().hex)
+    conn = await _acker(store)
+    await store.close()
+    assert conn.closed and _engine(store)._acks.conn is None

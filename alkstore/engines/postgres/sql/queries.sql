@@ -238,6 +238,10 @@ WHERE d.queue = %(queue)s AND d.dedupe_key = u.k;
 -- `id IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)`). The arms are disjoint
 -- from the swept rows (attempts < max_attempts vs >=), so no row is touched twice.
 -- RETURNING order is not guaranteed: the engine sorts the rows in claim order.
+-- Times come back as POSIX seconds (float8: exact to the microsecond, which
+-- Job turns into the same UTC datetimes on access): a float costs the client
+-- a fraction of a binary timestamptz's decoding per column, and the claim is
+-- the per-job hot path (a worker's handler reads its job's times rarely).
 -- gate: the queue's settings row, if any. A paused queue claims nothing; a
 -- limited or fair one claims nothing here when :gated (the fast path) and
 -- returns one marker row (id NULL, state 'limited', or 'fair' for a fair queue
@@ -293,10 +297,11 @@ WITH gate AS MATERIALIZED (
         claim_expires_at = {now} + make_interval(secs => j.visibility_timeout_s)
     FROM chosen
     WHERE j.id = chosen.id
-    RETURNING j.id, j.queue, j.payload, j.state, j.priority, j.run_at, j.created_at,
-              j.attempts, j.max_attempts, j.visibility_timeout_s, j.retry_base_s,
-              j.expires_at, j.worker_id, j.claim_expires_at, j.last_error,
-              NULL::timestamptz AS died_at, j.dedupe_key
+    RETURNING j.id, j.queue, j.payload, j.state, j.priority, date_part('epoch', j.run_at),
+              date_part('epoch', j.created_at), j.attempts, j.max_attempts,
+              j.visibility_timeout_s, j.retry_base_s, date_part('epoch', j.expires_at),
+              j.worker_id, date_part('epoch', j.claim_expires_at), j.last_error,
+              NULL::float8 AS died_at, j.dedupe_key
 ), announced AS MATERIALIZED (
     -- a lapsed claim taken over: tell the worker still holding it (delivered at commit)
     SELECT pg_notify(%(queue)s, 'reclaimed:' || c.id || ':' || c.attempts)
@@ -306,9 +311,9 @@ SELECT * FROM claimed WHERE (SELECT count(*) FROM announced) >= 0
 UNION ALL
 SELECT NULL::bigint, NULL::text, NULL::bytea,
        CASE WHEN limited THEN 'limited' ELSE 'fair' END, NULL::integer,
-       NULL::timestamptz, NULL::timestamptz, NULL::integer, NULL::integer, NULL::float8,
-       NULL::float8, NULL::timestamptz, NULL::text, NULL::timestamptz, NULL::text,
-       NULL::timestamptz, NULL::text
+       NULL::float8, NULL::float8, NULL::integer, NULL::integer, NULL::float8,
+       NULL::float8, NULL::float8, NULL::text, NULL::float8, NULL::text,
+       NULL::float8, NULL::text
 FROM gate WHERE (limited OR fair) AND NOT paused AND %(gated)s;
 
 -- name: lock_settings
