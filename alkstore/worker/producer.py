@@ -95,6 +95,7 @@ class Producer:
         self.heartbeats: Heartbeats | None = None
         self.started = 0  # jobs started (handlers run) by this worker
         self.after_start: Callable[[int], None] | None = None  # told each new count
+        self.start_limit: int | None = None  # --max-jobs: never claim past it
         # batch tasks' jobs wait for their batch without a slot: room to hold a few
         # batches of the largest size beside the slots' own claims
         sizes = [t.batch_size or 0 for t in executor.app.tasks.values()]
@@ -173,6 +174,8 @@ class Producer:
                     hold_max - len(self.held) - taking,
                 )
                 idle_slots = self.concurrency - self.active > len(self.ready)
+                if self.start_limit is not None:  # jobs claimed past it would go back unrun
+                    want = min(want, self.start_limit - self.started - len(self.ready) - taking)
                 cap = self.claim_cap
                 if cap is not None and want > cap:
                     want = cap

@@ -6,10 +6,10 @@ released, running jobs finish. ``Worker.run`` then returns :data:`RECYCLE_EXIT`
 and the CLI's supervisor (``alkstore.cli.supervisor``) starts a fresh process.
 
 The job count is of jobs *started*: the N-th start stops the claiming, so one
-process runs exactly N handlers (claimed-ahead jobs released unrun at the stop
-do not count). Memory is the resident set size, read from ``/proc/self/statm``
-every ``MEMORY_CHECK_S`` (elsewhere: the peak, ``ru_maxrss``), never on the job
-path.
+process runs exactly N handlers; its claims never reach past the N-th job, so it
+has none claimed ahead to give back at the stop. Memory is the resident set
+size, read from ``/proc/self/statm`` every ``MEMORY_CHECK_S`` (elsewhere: the
+peak, ``ru_maxrss``), never on the job path.
 """
 
 from __future__ import annotations

@@ -197,6 +197,7 @@ class Worker:
         self.recycler = Recycler(max_jobs, max_memory, functools.partial(self._stop, False))
         if self.recycler.max_jobs is not None:
             self._producer.after_start = self.recycler.started
+            self._producer.start_limit = self.recycler.max_jobs
         self._completer: Completer | None = None  # built once the store is open
         self._stop_event: asyncio.Event | None = None
         self._sub: Subscription | None = None

@@ -88,6 +88,8 @@ async def test_max_jobs_recycles_into_fresh_processes_each_running_exactly_n(
     assert stop(proc) == 0
     log = procs.log(proc)
     assert log.count("recycling: 3 job(s) started (--max-jobs 3)") == 2, log
+    # a worker claims no more than it may start: nothing claimed ahead goes back unrun
+    assert "buffered job(s) that never started" not in log, log
     assert all(gone(pid) for pid in worker_pids(log)), "a child outlived its supervisor"
     assert {str(p) for p in worker_pids(log)} >= set(per_pid)
 
