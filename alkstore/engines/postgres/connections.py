@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -71,14 +72,12 @@ class PostgresConnections:
         self._closed = False
         closed = lambda: self._closed  # noqa: E731
         # connections kept beside the pool (``kept.py``): the plain claim's, and the
-        # worker's receipted acks' (planned with enable_seqscan off for the session)
+        # worker's receipted acks' (planned with enable_seqscan off for the session:
+        # only that statement runs on it; see ``index_plan_here``)
         self._claims = KeptConnection("claim", self._open_kept, closed)
-        self._acks = KeptConnection("ack", self._open_acker, closed)
-
-    @property
-    def _claimer(self) -> Conn | None:
-        """The claim connection, if open."""
-        return self._claims.conn
+        self._acks = KeptConnection(
+            "ack", functools.partial(self._open_kept, "SET enable_seqscan TO off"), closed
+        )
 
     @classmethod
     def from_url(cls, url: str, schema: str, options: dict[str, Any]) -> Self:
@@ -260,22 +259,14 @@ class PostgresConnections:
         finally:
             kept.busy = False
 
-    async def _open_kept(self) -> Conn:
-        """A connection for a :class:`KeptConnection`, configured as the pool's."""
+    async def _open_kept(self, *session: str) -> Conn:
+        """A connection for a :class:`KeptConnection`: configured as the pool's, then
+        the ``session`` statements (settings for that connection's whole life)."""
         conn = await self.connect()
         try:
             await self._configure(conn)
-        except BaseException:
-            await self._drop(conn)
-            raise
-        return conn
-
-    async def _open_acker(self) -> Conn:
-        """The ack connection: the pool's configuration, and the receipted ack's
-        planner setting for the whole session (only that statement runs on it)."""
-        conn = await self._open_kept()
-        try:
-            await conn.execute("SET enable_seqscan TO off")
+            for statement in session:
+                await conn.execute(statement.encode())
         except BaseException:
             await self._drop(conn)
             raise

@@ -44,8 +44,8 @@ async def _claimer(store: alkstore.Store) -> Any:
     """The claim connection, once the first claim opened it (in the background)."""
     engine = _engine(store)
     for _ in range(1000):
-        if engine._claimer is not None:
-            return engine._claimer
+        if engine._claims.conn is not None:
+            return engine._claims.conn
         await asyncio.sleep(0.01)
     raise AssertionError("the claim connection never opened")
 
@@ -97,7 +97,7 @@ async def test_close_closes_the_claim_connection(store: alkstore.Store) -> None:
     await q.claim_batch("w1", 1)
     conn = await _claimer(store)
     await store.close()
-    assert conn.closed and _engine(store)._claimer is None
+    assert conn.closed and _engine(store)._claims.conn is None
 
 
 async def test_receipted_acks_survive_the_ack_connection_dying(
