@@ -354,18 +354,11 @@ class Worker:
                 loop.create_task(self.recycler.watch_memory(stop, self._pause)),
             ]
             if self.schedule and self.app.schedules:
-                services.append(
-                    loop.create_task(
-                        schedule_loop(
-                            store,
-                            self.app.schedules,
-                            self._db,
-                            stop,
-                            self._pause,
-                            self.poll_interval_s,
-                        )
-                    )
+                schedules = self.app.schedules
+                ticks = schedule_loop(
+                    store, schedules, self._db, stop, self._pause, self.poll_interval_s
                 )
+                services.append(loop.create_task(ticks))
             try:
                 await producer.run(store, queues, sub, self._pause)
             finally:
@@ -375,11 +368,13 @@ class Worker:
                     service.cancel()
                 # a service stuck in a database call is left to end in the background
                 await asyncio.wait(services, timeout=0.0 if stop.forced else STOPPING_WAIT_S)
-                if not stop.forced:
-                    await self._quietly(presence.leave(), "unregister", judge=False)
-                    await self._quietly(
-                        store._drop_ack_receipts(self.worker_id, RECEIPT_MAX_AGE_S),
-                        "drop ack receipts",
+                if not stop.forced:  # two independent writes: side by side
+                    await asyncio.gather(
+                        self._quietly(presence.leave(), "unregister", judge=False),
+                        self._quietly(
+                            store._drop_ack_receipts(self.worker_id, RECEIPT_MAX_AGE_S),
+                            "drop ack receipts",
+                        ),
                     )
         except StoreClosedError:
             if not stop.requested:
