@@ -213,6 +213,10 @@ class Engine(Protocol):
         """Fenced row back to pending with ``attempts - 1``: at its place in line
         (``delay_s`` None: a claim that never ran) or at ``now + delay_s`` (a snooze)."""
 
+    async def release_batch(self, queue: str, items: Sequence[tuple[int, int]]) -> set[int]:
+        """``release`` (``delay_s`` None) of each fenced ``(job_id, attempts)`` claim of
+        ``queue``, in one transaction; the ids released (a stale claim is not)."""
+
     async def dead_letter(self, queue: str, job_id: int, attempts: int, error: str) -> bool:
         """Move the fenced row to the dead table in one transaction."""
 

@@ -7,7 +7,7 @@ it reads of them), so this module does not import the queue or the store.
 from __future__ import annotations
 
 import random
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from alkstore.core import followups
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from alkstore.engine import Engine
     from alkstore.group_ack import AckGroup
 
-__all__ = ["HandleQueue", "JobHandle"]
+__all__ = ["HandleQueue", "JobHandle", "release_many"]
 
 
 class HandleStore(StoreDoor, Protocol):
@@ -218,3 +218,34 @@ class JobHandle:
 
     def __repr__(self) -> str:
         return f"<alkstore.JobHandle {describe(self.job)}>"
+
+
+async def release_many(handles: Sequence[JobHandle]) -> list[bool]:
+    """:meth:`JobHandle.release` of many claims of one queue in one fenced transaction
+    (a stopping worker's jobs claimed ahead and never started); each answered on its
+    own: ``False`` for a stale claim (lapsed, or the job reclaimed), which stays as it
+    is. The handles end consumed, as ``release`` leaves them."""
+    handles = list(handles)
+    if not handles:
+        return []
+    for handle in handles:
+        if not isinstance(handle, JobHandle):
+            raise InvalidArgumentError(f"release_many takes job handles, got {describe(handle)}")
+    queue = handles[0]._queue
+    engine = handles[0]._start()
+    ids: set[int] = set()
+    for handle in handles:
+        if handle._queue.name != queue.name or handle._queue._store is not queue._store:
+            raise InvalidArgumentError(
+                f"release_many takes the handles of one queue, got {describe(queue.name)} "
+                f"and {describe(handle._queue.name)}"
+            )
+        handle._start()
+        if handle.job.id in ids:
+            raise InvalidArgumentError(f"release_many got job {handle.job.id} twice")
+        ids.add(handle.job.id)
+    items = [(handle.job.id, handle.job.attempts) for handle in handles]
+    released = await engine.release_batch(queue.name, items)
+    for handle in handles:
+        handle._consumed = True
+    return [handle.job.id in released for handle in handles]

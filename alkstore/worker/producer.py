@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from alkstore.consume import ClaimLoop
 from alkstore.errors import EngineError, StoreClosedError
+from alkstore.job_handle import release_many
 from alkstore.tracing import recording
 from alkstore.worker.outcome import Kind, Outcome
 from alkstore.worker.runs import ACKING, BUFFERED, RUNNING, Run, StopFlag, task_name
@@ -385,8 +386,14 @@ class Producer:
         self.taking = 0
         if not buffered:
             return
-        results = await self.db.each((handle.release() for handle in buffered), "give back")
-        released = sum(1 for result in results if result is True)
+        # one fenced statement (one transaction) per queue, not one per job
+        by_queue: dict[str, list[JobHandle]] = {}
+        for handle in buffered:
+            if not handle.consumed:  # else it cannot be released: counted as not
+                by_queue.setdefault(handle.job.queue, []).append(handle)
+        results = await self.db.each(map(release_many, by_queue.values()), "give back")
+        # a queue whose statement failed released none of its jobs
+        released = sum(r.count(True) for r in results if isinstance(r, list))
         if released < len(buffered):
             log.warning(
                 "%d buffered job(s) could not be released; they are reclaimed when their "

@@ -53,6 +53,70 @@ async def test_stop_releases_buffered_jobs_unrun_with_their_attempt_uncounted(
         assert worker.counts == Counter({"success": 2})
 
 
+async def test_stop_gives_a_full_buffer_back_in_one_statement_per_queue(
+    target: Target,
+) -> None:
+    """A full claim-ahead buffer of two queues goes back at the stop with one
+    release_batch per queue (the database underneath real): every buffered job
+    pending again at its place in line, its attempt uncounted."""
+    app = _app(target)
+    gate = asyncio.Event()
+    started: list[int] = []
+
+    async def hold(n: int) -> None:
+        started.append(n)
+        await gate.wait()
+
+    hold_a = app.task(queue="a", name="hold_a", max_attempts=1)(hold)
+    hold_b = app.task(queue="b", name="hold_b", max_attempts=1)(hold)
+    async with app:
+        store = await app.connect()
+        # 8 slots and a buffer of 8: the first claim takes 12 of a (8 start, 4 wait),
+        # the next 4 of b; the last 8 of b stay unclaimed
+        ids = await hold_a.defer_many([{"n": i} for i in range(12)])
+        ids += await hold_b.defer_many([{"n": i} for i in range(12, 24)])
+        before = {
+            i: await store.queue("ab"[i >= 12]).get_job(job_id) for i, job_id in enumerate(ids)
+        }
+        engine: Any = store._engine
+        calls: list[tuple[str, int]] = []
+        singles: list[int] = []
+        release_batch, release = engine.release_batch, engine.release
+
+        async def batch_spy(queue: str, items: Any) -> set[int]:
+            calls.append((queue, len(items)))
+            return await release_batch(queue, items)  # type: ignore[no-any-return]
+
+        async def single_spy(*args: Any) -> bool:
+            singles.append(args[1])
+            return await release(*args)  # type: ignore[no-any-return]
+
+        engine.release_batch, engine.release = batch_spy, single_spy
+        worker = app.worker(["a", "b"], concurrency=8, prefetch=8, handle_signals=False)
+        run = asyncio.create_task(worker.run())
+        await wait_until(
+            lambda: _true(len(started) == 8 and worker._producer.held_counts()[1] == 8),
+            what="8 running + 8 buffered",
+        )
+        worker.stop()
+        gate.set()
+        assert await run == 0
+        assert sorted(calls) == [("a", 4), ("b", 4)]  # one statement per queue
+        assert singles == []
+        ran = set(started)
+        for i, job_id in enumerate(ids):
+            job = await store.queue("ab"[i >= 12]).get_job(job_id)
+            if i in ran:
+                assert job is None  # ran and was acked
+                continue
+            old = before[i]
+            assert job is not None and old is not None
+            assert (job.state, job.attempts, job.worker_id) == ("pending", 0, None)
+            assert job.run_at == old.run_at
+        assert len(ran) == 8
+        assert worker.counts == Counter({"success": 8})
+
+
 async def test_a_freed_slot_starts_the_next_job_while_outcomes_are_written(
     target: Target,
 ) -> None:

@@ -38,6 +38,7 @@ from alkstore.engines.postgres.connections import privilege_hint
 from alkstore.engines.postgres.copying import from_stored, to_stored
 from alkstore.engines.postgres.deps import PostgresDependencies
 from alkstore.engines.postgres.flowcontrol import PostgresFlowControl
+from alkstore.engines.postgres.giveback import PostgresGiveBack
 from alkstore.engines.postgres.health import PostgresHealth
 from alkstore.engines.postgres.inserts import (
     insert_keyed,
@@ -58,7 +59,12 @@ log = logging.getLogger("alkstore.postgres")
 
 
 class PostgresEngine(
-    PostgresFlowControl, PostgresHealth, PostgresLife, PostgresDependencies, PostgresBulk
+    PostgresFlowControl,
+    PostgresGiveBack,
+    PostgresHealth,
+    PostgresLife,
+    PostgresDependencies,
+    PostgresBulk,
 ):
     """Storage in one PostgreSQL schema, shared by any number of processes and machines."""
 
@@ -162,11 +168,6 @@ class PostgresEngine(
         self._limited.discard(queue)
         return Claimed(rows)
 
-    def _slots_freed(self, queues: set[str]) -> None:
-        """After an outcome committed: wake the limited ones of ``queues`` (coalesced)."""
-        for queue in queues & self._limited:
-            self.send_wake(queue)
-
     async def ack_many(self, items: Sequence[tuple[str, int, int]]) -> set[tuple[int, int]]:
         if len(items) == 1:
             queue, job_id, attempts = items[0]
@@ -240,15 +241,6 @@ class PostgresEngine(
             "error": error,
         }
         return self._freed(queue, await self._rowcount("retry", params) > 0)
-
-    def _freed(self, queue: str, done: bool) -> bool:
-        if done and queue in self._limited:
-            self.send_wake(queue)
-        return done
-
-    async def release(self, queue: str, job_id: int, attempts: int, delay_s: float | None) -> bool:
-        params = {"id": job_id, "queue": queue, "attempts": attempts, "delay": delay_s}
-        return self._freed(queue, await self._rowcount("release", params) > 0)
 
     async def dead_letter(self, queue: str, job_id: int, attempts: int, error: str) -> bool:
         params = {"id": job_id, "queue": queue, "attempts": attempts, "error": error}

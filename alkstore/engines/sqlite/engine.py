@@ -32,6 +32,7 @@ from alkstore.engines.sqlite.bulk import SqliteBulk
 from alkstore.engines.sqlite.copying import SqliteCopying
 from alkstore.engines.sqlite.deps import SqliteDependencies, revive_children
 from alkstore.engines.sqlite.flowcontrol import SqliteFlowControl, claim_steps
+from alkstore.engines.sqlite.giveback import SqliteGiveBack
 from alkstore.engines.sqlite.health import SqliteHealth
 from alkstore.engines.sqlite.inserts import insert_debounced, insert_jobs, insert_keyed
 from alkstore.engines.sqlite.life import SqliteLife
@@ -48,6 +49,7 @@ log = logging.getLogger("alkstore.sqlite")
 
 class SqliteEngine(
     SqliteFlowControl,
+    SqliteGiveBack,
     SqliteCopying,
     SqliteHealth,
     SqliteLife,
@@ -146,14 +148,6 @@ class SqliteEngine(
             self._claim_unit, queue, worker_id, n, exhausted_error, quick=True
         )
 
-    def _fenced(self, queue: str, job_id: int, attempts: int) -> dict[str, Any]:
-        return {"id": job_id, "queue": queue, "attempts": attempts, "now": self._clock()}
-
-    def _slots_freed(self, conn: sqlite3.Connection, queues: set[str]) -> None:
-        """In the outcome's own transaction: wake the limited ones of ``queues``."""
-        for queue in queues & self._limited:
-            self.write_note(conn, queue, "")
-
     def _ack_unit(
         self, conn: sqlite3.Connection, items: Sequence[tuple[str, int, int]]
     ) -> set[tuple[int, int]]:
@@ -208,13 +202,6 @@ class SqliteEngine(
         params = {"owner": owner, "older_s": older_s, "now": self._clock()}
         await self._rowcount("drop_ack_receipts", params)
 
-    def _freeing_unit(self, conn: sqlite3.Connection, name: str, params: dict[str, Any]) -> bool:
-        """A fenced outcome that frees the job's slot (retry, release)."""
-        done = bool(conn.execute(Q[name], params).rowcount)
-        if done:
-            self._slots_freed(conn, {params["queue"]})
-        return done
-
     def _ack_result_unit(self, conn: sqlite3.Connection, params: dict[str, Any]) -> bool:
         if not conn.execute(Q["ack"], params).rowcount:
             return False
@@ -244,11 +231,6 @@ class SqliteEngine(
         params["run_at"] = params["now"] + delay_s
         params["error"] = error
         return await self._write_call(self._freeing_unit, "retry", params)
-
-    async def release(self, queue: str, job_id: int, attempts: int, delay_s: float | None) -> bool:
-        params = self._fenced(queue, job_id, attempts)
-        params["run_at"] = None if delay_s is None else params["now"] + delay_s
-        return await self._write_call(self._freeing_unit, "release", params)
 
     def _dead_letter_unit(self, conn: sqlite3.Connection, params: dict[str, Any]) -> bool:
         if not conn.execute(Q["dead_letter_copy"], params).rowcount:

@@ -932,6 +932,26 @@ SET state = 'pending', attempts = j.attempts - 1,
     worker_id = NULL, claim_expires_at = NULL, debounce_key = NULL
 FROM fenced WHERE j.id = fenced.id;
 
+-- name: release_many
+-- `release` of many claims of one queue in one statement (a stopping worker's
+-- claim-ahead buffer): each (id, attempts) pair of the arrays under the same
+-- fence, locked in id order, back to pending at its place in line with this
+-- attempt uncounted and its debounce key dropped; RETURNING says which were.
+WITH fenced AS MATERIALIZED (
+    SELECT j.id FROM {schema}.alk_jobs AS j
+    JOIN unnest(%(ids)s::bigint[], %(attempts)s::integer[]) AS f(id, attempts)
+      ON j.id = f.id
+    WHERE j.queue = %(queue)s AND (j.state || '') = 'processing'
+      AND j.attempts = f.attempts AND j.claim_expires_at >= {now}
+    ORDER BY j.id
+    FOR UPDATE OF j
+)
+UPDATE {schema}.alk_jobs AS j
+SET state = 'pending', attempts = j.attempts - 1,
+    worker_id = NULL, claim_expires_at = NULL, debounce_key = NULL
+FROM fenced WHERE j.id = fenced.id
+RETURNING j.id;
+
 -- name: dead_letter
 -- Fenced move to dead in one statement, hence one transaction: the row is
 -- locked under the fencing predicate, deleted, and inserted into alk_dead; the
