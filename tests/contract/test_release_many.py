@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from alkstore.core.job import Job
 from alkstore.job_handle import release_many
 
 from .conftest import Clock
+from .test_wake import until_idle
 
 SHORT = 0.3
 LAPSE = 0.45
@@ -118,3 +120,28 @@ async def test_release_many_checks_its_handles_before_writing(
     assert calls == []  # nothing reached the engine
     assert not a.consumed
     assert await release_many([a]) == [True]
+
+
+async def test_release_many_frees_a_limited_queue_and_wakes_its_consumer(
+    store: alkstore.Store, qname: str
+) -> None:
+    q = store.queue(qname)
+    await q.set_limits(concurrency=3)
+    await q.enqueue_many([{"n": i} for i in range(5)])
+    held = await q.claim_batch("a", 10)
+    assert len(held) == 3
+    got: asyncio.Queue[alkstore.JobHandle] = asyncio.Queue()
+
+    async def consume() -> None:
+        async for handle in q.jobs("b", poll_interval_s=3600):  # only a wake ends the wait
+            await got.put(handle)
+
+    task = asyncio.create_task(consume())
+    try:
+        await until_idle(store)  # it claimed, found every slot taken, and now waits
+        assert got.empty()
+        assert await release_many(held) == [True] * 3
+        handle = await asyncio.wait_for(got.get(), 30)
+        assert handle.job.id == held[0].job.id  # back at its place in line
+    finally:
+        task.cancel()
