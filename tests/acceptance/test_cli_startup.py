@@ -51,6 +51,8 @@ _UNWANTED = (
     "importlib.resources",
     "argparse",
     "alkstore.dashboard",
+    "alkstore.admin",  # store.admin() and queue.info() import it (and alkstore.bulk)
+    "alkstore.bulk",
     "alkstore.metrics",
     "alkstore.core.health",  # the doctor's
     "alkstore.workflows",  # stage() imports it, or the app's own use
