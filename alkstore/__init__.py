@@ -41,10 +41,19 @@ from alkstore.worker.durable import step
 
 __version__: str  # an annotation only: the first read goes through __getattr__
 
+# Submodules a worker's start does without, imported on first access (as
+# ``alkstore.admin`` after a bare ``import alkstore``, which imported them before).
+_LAZY_MODULES = ("admin", "bulk")
 
-def __getattr__(name: str) -> str:
+
+def __getattr__(name: str) -> object:
     """``alkstore.__version__``, read from the installed metadata on first use:
-    ``importlib.metadata`` costs ~25 ms of every start (the worker CLI's included)."""
+    ``importlib.metadata`` costs ~25 ms of every start (the worker CLI's included);
+    and the submodules of ``_LAZY_MODULES``."""
+    if name in _LAZY_MODULES:
+        import importlib
+
+        return importlib.import_module(f"alkstore.{name}")
     if name != "__version__":
         raise AttributeError(f"module 'alkstore' has no attribute {name!r}")
     from importlib import metadata
@@ -55,6 +64,10 @@ def __getattr__(name: str) -> str:
         version = "0+unknown"
     globals()["__version__"] = version
     return version
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY_MODULES})
 
 
 __all__ = [

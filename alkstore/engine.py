@@ -17,15 +17,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from alkstore.core.bulk import BulkStep
 from alkstore.core.dedupe import Enqueued
 from alkstore.core.deps import GraphNode
-from alkstore.core.filters import JobFilter
 from alkstore.core.flow import Claimed
 from alkstore.core.job import Row
 from alkstore.core.options import Stamps
 
 if TYPE_CHECKING:
+    from alkstore.core.bulk import BulkStep
+    from alkstore.core.filters import JobFilter
     from alkstore.core.health import HealthFacts  # the doctor's types: not imported at start
 
 __all__ = ["Engine", "EngineTransaction", "NoteSink", "SupportsOutbox"]

@@ -11,7 +11,6 @@ import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from alkstore.admin import Admin
 from alkstore.consume import ClaimLoop
 from alkstore.core.dedupe import Enqueued
 from alkstore.core.fair import check_weights
@@ -252,6 +251,8 @@ class Queue(Enqueuing):
 
     async def info(self) -> QueueInfo:
         """Paused, limits and counts of this queue."""
+        from alkstore.admin import Admin  # on first use: a worker's start does without it
+
         return await Admin(self._store).queue_info(self.name)
 
     async def ack_batch(self, ids: Iterable[int]) -> int:

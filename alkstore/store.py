@@ -13,8 +13,8 @@ import os
 import weakref
 from collections.abc import Sequence
 from types import TracebackType
+from typing import TYPE_CHECKING
 
-from alkstore.admin import Admin
 from alkstore.consume import ClaimLoop
 from alkstore.core import followups
 from alkstore.core.names import check_name
@@ -32,6 +32,9 @@ from alkstore.queue import Queue
 from alkstore.subscription import ListenerHub, Subscription
 from alkstore.transaction import Transaction
 from alkstore.waiters import ResultWaiters
+
+if TYPE_CHECKING:  # imported on first use: a worker's start does without it (and bulk.py)
+    from alkstore.admin import Admin
 
 __all__ = ["Store"]
 
@@ -199,6 +202,8 @@ class Store:
 
     def admin(self) -> Admin:
         """Listing, counts and dead-letter requeue beyond the queue contract (alkstore.admin)."""
+        from alkstore.admin import Admin
+
         engine_of(self)
         return Admin(self)
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "NO_TRANSACTION",
     "Migration",
+    "latest_version",
     "load_migrations",
     "load_schema",
     "read_migrations",
@@ -107,6 +108,11 @@ def split_statements(text: str) -> list[str]:
     return statements
 
 
+def _check_numbers(folder: Traversable, versions: list[int]) -> None:
+    if not versions or min(versions) < 1 or len(set(versions)) != len(versions):
+        raise ValueError(f"migrations in {folder} are not numbered uniquely from 1: {versions}")
+
+
 def read_migrations(folder: Traversable) -> list[Migration]:
     """The migrations of a folder of ``NNNN_name.sql`` files, in order (other files ignored)."""
     found = []
@@ -121,10 +127,18 @@ def read_migrations(folder: Traversable) -> list[Migration]:
                 )
             )
     found.sort()
-    versions = [m.version for m in found]
-    if not versions or versions[0] < 1 or len(set(versions)) != len(versions):
-        raise ValueError(f"migrations in {folder} are not numbered uniquely from 1: {versions}")
+    _check_numbers(folder, [m.version for m in found])
     return found
+
+
+def latest_version(package: str) -> int:
+    """The number of ``package``'s last migration, from the file names alone: an
+    up-to-date store is opened without reading and splitting every script (~3 ms
+    of each start)."""
+    folder = package_folder(package).joinpath("sql", "migrations")
+    versions = [int(m.group(1)) for e in folder.iterdir() if (m := _FILE.fullmatch(e.name))]
+    _check_numbers(folder, versions)
+    return max(versions)
 
 
 def load_migrations(package: str) -> list[Migration]:

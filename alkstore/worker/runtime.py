@@ -24,11 +24,10 @@ dead-lettered with an ``interrupted`` error (``alkstore jobs requeue`` revives
 it). A second signal skips the grace period. A job is never dropped: if even
 the give-back fails, its claim lapses and another worker reclaims it.
 
-Observability (docs/observability.md): the worker registers itself and writes
-its outcome counts every ``presence_interval_s`` (``presence.py``); with
-``metrics``/``metrics_port`` it keeps Prometheus metrics (``alkstore.metrics``);
-each handler runs in a ``process {queue}`` span when tracing is configured
-(``alkstore.tracing``).
+Observability (docs/observability.md): the worker registers itself and writes its
+outcome counts every ``presence_interval_s`` (``presence.py``); with ``metrics``/
+``metrics_port`` it keeps Prometheus metrics (``alkstore.metrics``); each handler
+runs in a ``process {queue}`` span when tracing is configured (``alkstore.tracing``).
 """
 
 from __future__ import annotations
@@ -328,9 +327,6 @@ class Worker:
                 self.metrics_host,
                 self.metrics_server.server_port,
             )
-        await self._quietly(  # our own (none yet) and those of long-gone workers
-            store._drop_ack_receipts(self.worker_id, RECEIPT_MAX_AGE_S), "drop ack receipts"
-        )
         log.info(
             "worker %s: queues %s, concurrency %d, on %s",
             self.worker_id,
@@ -339,8 +335,12 @@ class Worker:
             redact_url(store.url),
         )
         sub = store._wake_subscription(*self.queues)
-        try:
-            await self._db.call(sub.__aenter__(), "listen", OPEN_WAIT_S, judge=False)
+        drop = store._drop_ack_receipts(self.worker_id, RECEIPT_MAX_AGE_S)  # gone workers'
+        try:  # LISTEN and the receipts' drop at once (PostgreSQL: two connections opening
+            await asyncio.gather(  # together); both end before the first claim: no wake missed
+                self._db.call(sub.__aenter__(), "listen", OPEN_WAIT_S, judge=False),
+                self._quietly(drop, "drop ack receipts"),
+            )
             self._sub = sub
             if stop.requested:
                 await sub.aclose()

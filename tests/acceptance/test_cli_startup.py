@@ -51,6 +51,10 @@ _UNWANTED = (
     "importlib.resources",
     "argparse",
     "alkstore.dashboard",
+    "alkstore.admin",  # store.admin() and queue.info() import it (and alkstore.bulk)
+    "alkstore.bulk",
+    "alkstore.core.filters",  # the job search's language: engines import it for types only
+    "alkstore.core.bulk",
     "alkstore.metrics",
     "alkstore.core.health",  # the doctor's
     "alkstore.workflows",  # stage() imports it, or the app's own use

@@ -7,7 +7,12 @@ from pathlib import Path
 import pytest
 
 from alkstore.engines import migrations
-from alkstore.engines.migrations import Migration, load_migrations, split_statements
+from alkstore.engines.migrations import (
+    Migration,
+    latest_version,
+    load_migrations,
+    split_statements,
+)
 from alkstore.engines.queries import load_queries, parse_queries
 
 
@@ -94,9 +99,24 @@ def test_migrations_may_skip_a_number_a_parallel_branch_holds_but_never_repeat_o
         tmp_path, monkeypatch, {"0001_a.sql": "SELECT 1;", "0003_c.sql": "SELECT 3;"}
     )
     assert [m.version for m in load_migrations(package)] == [1, 3]
+    assert latest_version(package) == 3
     (tmp_path / "sql" / "migrations" / "0003_d.sql").write_text("SELECT 4;")
     with pytest.raises(ValueError, match="not numbered"):
         load_migrations(package)
+    with pytest.raises(ValueError, match="not numbered"):
+        latest_version(package)
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
+def test_the_schema_version_read_from_file_names_is_the_last_migrations(engine: str) -> None:
+    """The migrators read the scripts only to migrate: their version comes from the
+    names, and ``MIGRATIONS`` is read on first use."""
+    import importlib
+
+    module = importlib.import_module(f"alkstore.engines.{engine}.migrator")
+    found = load_migrations(f"alkstore.engines.{engine}")
+    assert found[-1].version == module.SCHEMA_VERSION
+    assert found == module.MIGRATIONS
 
 
 def test_migrations_are_sorted_and_other_files_ignored(

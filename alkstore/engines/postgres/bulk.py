@@ -12,13 +12,15 @@ keep claiming between batches; wakes and cancel notes go out at commit.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from alkstore.core.bulk import BulkStep
 from alkstore.core.job import Row
 from alkstore.engines.postgres.search import PostgresSearch, compile_where
+
+if TYPE_CHECKING:
+    from alkstore.core.bulk import BulkStep  # annotations only: not imported at start
 
 __all__ = ["BULK_COLUMNS", "PostgresBulk"]
 
@@ -26,6 +28,7 @@ BULK_COLUMNS = (
     "id, action, filter, priority, to_queue, actor, matched, done, phase, after_id, "
     "created_at, updated_at, finished_at"
 )
+
 
 # Each action on each table: the changing statement over %(ids)s whose rows also
 # match {where}; it returns one row per job changed, (queue, note) — a note to

@@ -19,7 +19,7 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import TupleRow
 
-from alkstore.engines.migrations import Migration, load_migrations
+from alkstore.engines.migrations import Migration, latest_version, load_migrations
 from alkstore.engines.queries import load_queries
 from alkstore.errors import EngineError
 
@@ -37,8 +37,16 @@ Conn = psycopg.AsyncConnection[TupleRow]
 
 _PACKAGE = "alkstore.engines.postgres"
 QUERIES = {**load_queries(_PACKAGE), **load_queries(_PACKAGE, "life.sql")}  # life.sql: #24
-MIGRATIONS = load_migrations(_PACKAGE)
-SCHEMA_VERSION = MIGRATIONS[-1].version
+SCHEMA_VERSION = latest_version(_PACKAGE)
+MIGRATIONS: list[Migration]  # read on first use (``__getattr__``): only a migration needs them
+
+
+def __getattr__(name: str) -> list[Migration]:
+    """``MIGRATIONS``, read and split when first asked for (an up-to-date store never is)."""
+    if name != "MIGRATIONS":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    found = globals()["MIGRATIONS"] = load_migrations(_PACKAGE)
+    return found
 
 
 SERVER_NOW = "now()"
@@ -131,14 +139,16 @@ async def migrate_connection(
     A schema already at that version is only read (no lock, no DDL), so a role
     without CREATE privileges can open an up-to-date store.
     """
-    if migrations is None:
-        migrations = MIGRATIONS
-    target = migrations[-1].version
+    if migrations is None:  # MIGRATIONS if read (or set: tests put fixtures there)
+        migrations = globals().get("MIGRATIONS")
+    target = SCHEMA_VERSION if migrations is None else migrations[-1].version
     current = await installed_version(conn, schema)
     if current == target:
         return target
     if current is not None and current > target:
         raise _newer(schema, current, target)
+    if migrations is None:
+        migrations = __getattr__("MIGRATIONS")  # only now: the scripts are read to apply
     q = {name: format_sql(text, schema) for name, text in QUERIES.items()}
     params = {"schema": schema}
     await _lock(conn, q, params)

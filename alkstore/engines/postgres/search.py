@@ -12,14 +12,16 @@ queue's dead rows) from the cursor and stops at the limit.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from alkstore.core.filters import JobFilter
 from alkstore.core.job import Row
 from alkstore.engines.postgres.connections import PostgresConnections
 from alkstore.engines.postgres.migrator import CLOCKED_NOW, SERVER_NOW, format_sql
+
+if TYPE_CHECKING:
+    from alkstore.core.filters import JobFilter  # annotations only: not imported at start
 
 __all__ = ["LIVE_STATE_SQL", "PostgresSearch", "compile_where"]
 

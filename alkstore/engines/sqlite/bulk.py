@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alkstore.core.bulk import BulkStep
 from alkstore.core.job import Row
 from alkstore.engines.sqlite.migrator import QUERIES as Q
 from alkstore.engines.sqlite.search import SqliteSearch, compile_where
+
+if TYPE_CHECKING:
+    from alkstore.core.bulk import BulkStep  # annotations only: not imported at start
 
 __all__ = ["BULK_COLUMNS", "SqliteBulk"]
 
@@ -25,6 +27,7 @@ BULK_COLUMNS = (
     "id, action, filter, priority, to_queue, actor, matched, done, phase, after_id, "
     "created_at, updated_at, finished_at"
 )
+
 _IDS = "id IN (SELECT value FROM json_each(:ids))"
 
 # Each action on each table: statements over :ids whose rows also match {where};

@@ -12,19 +12,27 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 
-from alkstore.engines.migrations import Migration, load_migrations
+from alkstore.engines.migrations import Migration, latest_version, load_migrations
 from alkstore.engines.queries import load_queries
 
 __all__ = ["MIGRATIONS", "QUERIES", "SCHEMA_VERSION", "installed_version", "migrate"]
 
 _PACKAGE = "alkstore.engines.sqlite"
-MIGRATIONS = load_migrations(_PACKAGE)
-SCHEMA_VERSION = MIGRATIONS[-1].version
+SCHEMA_VERSION = latest_version(_PACKAGE)
+MIGRATIONS: list[Migration]  # read on first use (``__getattr__``): only a migration needs them
 # The named queries of sql/queries.sql (PostgreSQL's migrator holds its own the same way).
 QUERIES = {**load_queries(_PACKAGE), **load_queries(_PACKAGE, "life.sql")}  # life.sql: #24
 
 # Runs a function of the connection inside BEGIN IMMEDIATE … COMMIT.
 Write = Callable[[Callable[[sqlite3.Connection], int]], int]
+
+
+def __getattr__(name: str) -> list[Migration]:
+    """``MIGRATIONS``, read and split when first asked for (an up-to-date store never is)."""
+    if name != "MIGRATIONS":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    found = globals()["MIGRATIONS"] = load_migrations(_PACKAGE)
+    return found
 
 
 def _version(conn: sqlite3.Connection) -> int:
@@ -47,9 +55,9 @@ def migrate(
     transaction; ``outside`` runs one statement outside any (with the caller's
     busy retry)."""
     run = outside or conn.execute
-    if migrations is None:
-        migrations = MIGRATIONS
-    target = migrations[-1].version
+    if migrations is None:  # MIGRATIONS if read (or set: tests put fixtures there)
+        migrations = globals().get("MIGRATIONS")
+    target = SCHEMA_VERSION if migrations is None else migrations[-1].version
 
     def check(c: sqlite3.Connection) -> int:
         version = _version(c)
@@ -59,6 +67,10 @@ def migrate(
             )
         return version
 
+    if migrations is None:
+        if write(check) == target:
+            return target  # up to date: the scripts stay unread (a version only grows)
+        migrations = __getattr__("MIGRATIONS")
     for migration in migrations:
 
         def apply(c: sqlite3.Connection, m: Migration = migration) -> int:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alkstore.core.filters import JobFilter
 from alkstore.core.job import Row
 from alkstore.engines.sqlite.connections import SqliteConnections
+
+if TYPE_CHECKING:
+    from alkstore.core.filters import JobFilter  # annotations only: not imported at start
 
 __all__ = ["LIVE_STATE_SQL", "SqliteSearch", "compile_where"]
 
