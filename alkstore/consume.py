@@ -68,8 +68,10 @@ class ClaimLoop:
         poll_interval_s: float,
         *,
         pause: Callable[[float], Awaitable[None]] | None = None,
+        release_all: Callable[[list[ClaimedJob]], Awaitable[list[bool]]] | None = None,
     ) -> None:
         self.queues = queues
+        self._release_all = release_all  # many given back in one statement, if it can
         self.sub = sub
         self.poll_interval_s = poll_interval_s
         self.failures = 0
@@ -86,7 +88,14 @@ class ClaimLoop:
         self.ahead.clear()
         if not handles:
             return 0
-        results = await asyncio.gather(*(h.release() for h in handles), return_exceptions=True)
+        results: Sequence[object]
+        if self._release_all is not None:
+            try:
+                results = await self._release_all(handles)
+            except AlkstoreError:
+                results = []
+        else:
+            results = await asyncio.gather(*(h.release() for h in handles), return_exceptions=True)
         released = sum(1 for result in results if result is True)
         if released < len(handles):
             log.warning(

@@ -11,7 +11,7 @@ import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from alkstore.consume import ClaimLoop
+from alkstore.consume import ClaimedJob, ClaimLoop
 from alkstore.core.dedupe import Enqueued
 from alkstore.core.fair import check_weights
 from alkstore.core.flow import CANCEL_NOTE, QueueSettings, Rate, check_limit, parse_rate
@@ -34,7 +34,7 @@ from alkstore.enqueuing import (
     window_of,
 )
 from alkstore.errors import AlkstoreError, InvalidArgumentError, StoreClosedError
-from alkstore.job_handle import HandleStore, JobHandle
+from alkstore.job_handle import HandleStore, JobHandle, release_many
 from alkstore.life import read_attempts, read_progress
 from alkstore.transaction import joined_transaction
 
@@ -356,7 +356,7 @@ class Queue(Enqueuing):
             raise InvalidArgumentError(f"batch must be an int >= 1, got {describe(batch)}")
         poll = check_positive("poll_interval_s", poll_interval_s)
         async with self._store._wake_subscription(self.name) as sub:
-            loop = ClaimLoop((self,), sub, poll)
+            loop = ClaimLoop((self,), sub, poll, release_all=_release_all)
             self._store._loops.add(loop)
             try:
                 while not sub.closed:
@@ -381,3 +381,8 @@ class Queue(Enqueuing):
 
     def __repr__(self) -> str:
         return f"<alkstore.Queue {describe(self.name)}>"
+
+
+async def _release_all(handles: list[ClaimedJob]) -> list[bool]:
+    """A left ``jobs()`` loop's unhanded claims, all of one queue: one statement."""
+    return await release_many(cast("list[JobHandle]", handles))

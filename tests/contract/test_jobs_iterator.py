@@ -29,12 +29,22 @@ async def test_break_out_of_jobs_releases_the_rest_of_the_batch(
     store: alkstore.Store, qname: str
 ) -> None:
     q = await _filled(store, qname)
+    engine: Any = store._engine
+    batches: list[int] = []
+    release_batch = engine.release_batch
+
+    async def spy(queue: str, items: Any) -> set[int]:
+        batches.append(len(items))
+        return await release_batch(queue, items)  # type: ignore[no-any-return]
+
+    engine.release_batch = spy
     agen = q.jobs("w", batch=10)
     async for handle in agen:
         assert await handle.ack()
         break
     await agen.aclose()  # what leaving an `async with aclosing(...)` does
     assert await _states(store, qname) == LEFT
+    assert batches == [9]  # the nine never handed out: one statement
 
 
 async def test_a_collected_jobs_iterator_releases_the_rest_of_the_batch(
