@@ -19,12 +19,11 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, Self, TypeVar
 
-from alkstore.core.dedupe import Enqueued
 from alkstore.core.life import Progress
 from alkstore.core.options import EnqueueOpts, QueueOpts, check_non_negative, describe
 from alkstore.core.payload import encode_payload
 from alkstore.errors import InvalidArgumentError, PayloadError
-from alkstore.tracing import create_span, headers_of
+from alkstore.tracing import create_span, headers_of, recording
 from alkstore.transaction import Transaction
 
 if TYPE_CHECKING:
@@ -284,10 +283,6 @@ class SyncDeferred(_Call):
         return self.task.app.sync_store().queue(self.task.queue, self.task.opts).progress(int(self))
 
 
-def _deferred(task: Task[Any, Any], got: Enqueued) -> Deferred:
-    return Deferred(got.id, task, got.duplicate)
-
-
 class Task(Generic[P, R]):
     """A function registered with ``@app.task``; call it directly, or ``defer`` it as a job.
 
@@ -461,11 +456,15 @@ class TaskCall(Generic[P, R]):
     async def defer(self, *args: P.args, **kwargs: P.kwargs) -> Deferred:
         """Enqueue one call; returns the job id (a :class:`Deferred`)."""
         task = self.task
+        if self.opts is None and not recording():  # the plain call: no span, one insert
+            payload = encode_call(task.name, task.bind(*args, **kwargs))
+            store = await task.app.connect()
+            return Deferred(await store.queue(task.queue, task.opts).enqueue(payload), task)
         with create_span(task.queue) as trace:
             payload = task._traced_payload(trace, *args, **kwargs)
             store = await task.app.connect()
             got = await store.queue(task.queue, task.opts).enqueue_unique(payload, self.opts)
-        return _deferred(task, got)
+        return Deferred(got.id, task, got.duplicate)
 
     def defer_sync(self, *args: P.args, **kwargs: P.kwargs) -> SyncDeferred:
         """Enqueue one call, blocking, through the app's :meth:`~alkstore.App.sync_store`;
@@ -486,7 +485,7 @@ class TaskCall(Generic[P, R]):
         with create_span(task.queue) as trace:
             payload = task._traced_payload(trace, *args, **kwargs)
             got = await tx.queue(task.queue, task.opts).enqueue_unique(payload, self.opts)
-        return _deferred(task, got)
+        return Deferred(got.id, task, got.duplicate)
 
     async def defer_many(self, calls: Iterable[Mapping[str, Any]]) -> list[int]:
         """Enqueue many calls in one transaction and one round trip."""

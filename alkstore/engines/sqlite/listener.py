@@ -21,7 +21,9 @@ sleeps until some process writes the database's ``-wal`` (or main) file, so an
 idle listener costs nothing between commits. The write comes just before the
 commit is synced and visible, so after each one the thread reads
 ``data_version`` every ``FAST_POLL_S`` for ``FAST_WINDOW_S``, and once every
-``IDLE_POLL_S`` in any case (a re-look that needs no event). Elsewhere (no
+``IDLE_POLL_S`` in any case (a re-look that needs no event). A writer whose
+commit wrote notes signals it once visible (``filewatch.signal_commit``), which
+cuts that close polling's wait short: the thread looks as the commit lands. Elsewhere (no
 inotify) it polls ``data_version`` every ``poll_s`` (2 ms by default).
 Writers in the same process also poke the thread right after they commit,
 which skips the wait either way.
@@ -37,7 +39,7 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 
-from alkstore.engines.sqlite.filewatch import FileWatch
+from alkstore.engines.sqlite.filewatch import FileWatch, signal_commit
 
 log = logging.getLogger("alkstore.sqlite")
 
@@ -63,11 +65,13 @@ def listen_locally(path: str, listener: Listener) -> None:
 
 
 def poke_local(path: str) -> None:
-    """After a commit to ``path`` that wrote notes: this process's listeners look now."""
+    """After a commit to ``path`` that wrote notes: this process's listeners look now,
+    and other processes' hear of it from the kernel (``filewatch.signal_commit``)."""
     with _local_lock:
         listeners = list(_local_listeners.get(path, ()))
     for listener in listeners:
         listener.poke()
+    signal_commit(path)
 
 
 class Listener:
@@ -157,13 +161,13 @@ class Listener:
             self._event.clear()
             return 0.0
         now = time.monotonic()
-        if now < fast_until:
-            self._event.wait(FAST_POLL_S)
+        if now < fast_until:  # a commit's signal (or a poke) ends the wait at once
+            watch.wait_commit(FAST_POLL_S)
             heard = watch.drain()
         elif now < self._unseen_until:
             # a write was heard but no commit seen since: its sync is slow (e.g.
             # behind a checkpoint); keep looking, less closely
-            self._event.wait(SLOW_POLL_S)
+            watch.wait_commit(SLOW_POLL_S)
             heard = watch.drain()
         else:
             heard = watch.wait(IDLE_POLL_S)

@@ -87,6 +87,43 @@ async def test_without_a_watch_the_listener_polls(
 
 
 @linux_only
+def test_a_commit_signal_ends_a_wait_for_commits(tmp_path: Path) -> None:
+    db = tmp_path / "q.db"
+    (tmp_path / "q.db-wal").write_bytes(b"")
+    watch = FileWatch.open(str(db))
+    assert watch is not None and watch.commit_fd is not None
+    try:
+        watch.drain()
+        with open(f"{db}-wal", "ab") as f:  # a write alone does not end it
+            f.write(b"frames")
+        watch.wait_commit(0.05)
+        assert watch.drain() is True
+        filewatch.signal_commit(str(tmp_path / "other.db"))  # a neighbour: not ours
+        filewatch.signal_commit(str(db))
+        watch.wait_commit(WAIT)
+        assert watch.drain() is True
+        assert watch.drain() is False
+    finally:
+        watch.close()
+
+
+@linux_only
+async def test_another_processs_commit_signal_ends_the_close_polling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # After the frames' write is heard, only the commit's signal can make the
+    # listener look within an hour.
+    for name in ("IDLE_POLL_S", "FAST_POLL_S", "SLOW_POLL_S"):
+        monkeypatch.setattr(listener, name, 3600.0)
+    url = f"sqlite:///{tmp_path}/q.db"
+    async with await alkstore.connect(url, wake_poll_ms=3_600_000) as store:
+        payload = await _first_note(
+            store, "ch", lambda: _notify_from_another_process(url, "ch", "signalled")
+        )
+    assert payload == "signalled"
+
+
+@linux_only
 def test_a_watch_is_refused_cleanly_where_the_directory_is_missing(tmp_path: Path) -> None:
     assert FileWatch.open(str(tmp_path / "missing" / "q.db")) is None
     assert os.path.exists(tmp_path)
