@@ -19,6 +19,15 @@ run by run (a shared machine's load falls on all of them alike):
   ``app.worker(...).run()`` alone, its N-th handler calling ``worker.stop()``: what
   the peer harness's in-process rows count.
 - ``CLI / in-process``: the drain rates' ratio (1.0 = the CLI costs nothing more).
+- ``… first→last``: both drains from their first handler's first line to their last's
+  (rate over the jobs between, client CPU of the process over them): the per-job
+  path alone, start-up and stop left out (the peer harness's "first→last" rate).
+
+``--loop uvloop`` runs both sides on uvloop (``pip install uvloop``; the peer
+harness's in-process rows run on it): the in-process side sets uvloop's event loop
+policy before ``asyncio.run``, the CLI side is started by a launcher that sets it and
+then calls the CLI's ``main`` (what the CLI would cost on uvloop; it has no option
+for it).
 
 Both sides run this checkout's alkstore, or, under ``bench/old_code.py ROOT``, the
 one ``ROOT`` holds (the CLI is then ``ROOT/alkstore/__main__.py`` run by old_code.py).
@@ -58,18 +67,26 @@ import alkstore
 app = alkstore.App(os.environ["BENCH_URL"], schema=os.environ["BENCH_SCHEMA"])
 _N = int(os.environ.get("BENCH_STOP_AFTER", "0"))
 _FIRST = os.environ.get("BENCH_FIRST")
+_MARKS = os.environ.get("BENCH_MARKS")
 _done = 0
+_first = (0.0, 0.0)
 on_last = None  # the in-process side sets it
 
 
 @app.task(queue="bench", name="noop")
 async def noop(i: int) -> None:
-    global _done
+    global _done, _first
     _done += 1
-    if _done == 1 and _FIRST:
-        with open(_FIRST, "w") as f:
-            f.write(repr(time.time()))
+    if _done == 1:
+        _first = (time.process_time(), time.perf_counter())
+        if _FIRST:
+            with open(_FIRST, "w") as f:
+                f.write(repr(time.time()))
     if _done == _N:
+        if _MARKS and _N > 1:  # first to last handler: jobs/s and client CPU µs/job
+            cpu, now = time.process_time() - _first[0], time.perf_counter() - _first[1]
+            with open(_MARKS, "w") as f:
+                f.write(f"{(_N - 1) / now} {cpu / (_N - 1) * 1e6}")
         if on_last is not None:
             on_last()
         else:
@@ -79,6 +96,9 @@ async def noop(i: int) -> None:
 IN_PROCESS = """
 import asyncio, logging, os, sys, time
 sys.path.insert(0, sys.argv[1])
+if sys.argv[4] == "uvloop":
+    import uvloop
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 logging.basicConfig(level=sys.argv[3].upper(), stream=open(os.devnull, "w"),
                     format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 import benchapp
@@ -95,6 +115,16 @@ async def main():
 asyncio.run(main())
 """
 
+# the CLI on uvloop (--loop uvloop): its policy set, then the CLI's own entry point
+UVLOOP_CLI = """
+import asyncio, sys
+import uvloop
+asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+from alkstore.cli import main
+sys.argv[0] = "alkstore"
+main()
+"""
+
 
 def _python(root: Path, script: str) -> list[str]:
     """The command running ``script`` (a path) against ``root``'s alkstore."""
@@ -106,6 +136,10 @@ def _python(root: Path, script: str) -> list[str]:
 def _cli_argv(root: Path, folder: str, args: argparse.Namespace) -> list[str]:
     app = f"{folder}/benchapp.py:app"
     rest = ["worker", app, "--concurrency", str(args.concurrency), "--log-level", args.log]
+    if args.loop == "uvloop":
+        launcher = Path(folder) / "cli_uvloop.py"
+        launcher.write_text(UVLOOP_CLI)
+        return [*_python(root, str(launcher)), *rest]
     if root == HERE.parent:
         return [sys.executable, "-m", "alkstore", *rest]
     return [*_python(root, str(root / "alkstore" / "__main__.py")), *rest]
@@ -190,25 +224,36 @@ def startup(root: Path, engine: str, args: argparse.Namespace) -> tuple[float, f
         return float(Path(first).read_text()) - launched, cpu
 
 
-def cli_drain(root: Path, engine: str, args: argparse.Namespace) -> tuple[float, float]:
+def _marks(folder: str) -> tuple[float, float]:
+    """(jobs/s, client CPU µs/job) from the first handler to the last."""
+    rate, cpu = Path(folder, "marks").read_text().split()
+    return float(rate), float(cpu)
+
+
+Drain = tuple[float, float, float, float]  # jobs/s, µs/job; first→last jobs/s, µs/job
+
+
+def cli_drain(root: Path, engine: str, args: argparse.Namespace) -> Drain:
     with Store(engine, args.pg) as s:
         _fill(root, s.url, s.schema, s.folder, args.jobs)
-        env = _env(s.url, s.schema, s.folder, BENCH_STOP_AFTER=str(args.jobs))
+        marks = f"{s.folder}/marks"
+        env = _env(s.url, s.schema, s.folder, BENCH_STOP_AFTER=str(args.jobs), BENCH_MARKS=marks)
         _, wall, cpu = _run_cli(_cli_argv(root, s.folder, args), env)
-        return args.jobs / wall, cpu / args.jobs * 1e6
+        return (args.jobs / wall, cpu / args.jobs * 1e6, *_marks(s.folder))
 
 
-def in_process_drain(root: Path, engine: str, args: argparse.Namespace) -> tuple[float, float]:
+def in_process_drain(root: Path, engine: str, args: argparse.Namespace) -> Drain:
     with Store(engine, args.pg) as s:
         _fill(root, s.url, s.schema, s.folder, args.jobs)
-        env = _env(s.url, s.schema, s.folder, BENCH_STOP_AFTER=str(args.jobs))
+        marks = f"{s.folder}/marks"
+        env = _env(s.url, s.schema, s.folder, BENCH_STOP_AFTER=str(args.jobs), BENCH_MARKS=marks)
         path = Path(s.folder) / "inproc.py"
         path.write_text(IN_PROCESS)
-        argv = [*_python(root, str(path)), s.folder, str(args.concurrency), args.log]
+        argv = [*_python(root, str(path)), s.folder, str(args.concurrency), args.log, args.loop]
         out = subprocess.run(argv, env=env, check=True, capture_output=True, text=True).stdout
         wall, cpu, done = out.split()[-3:]
         assert int(done) >= args.jobs, out
-        return args.jobs / float(wall), float(cpu) / args.jobs * 1e6
+        return (args.jobs / float(wall), float(cpu) / args.jobs * 1e6, *_marks(s.folder))
 
 
 def _range(values: list[float], fmt: str) -> str:
@@ -227,15 +272,22 @@ def _print(root: Path, engine: str, samples: dict[str, list[Any]]) -> None:
         )
     if not samples["cli"]:
         return
-    for label, rows in (("CLI drain", samples["cli"]), ("in-process drain", samples["here"])):
-        rates, cpus = [r for r, _ in rows], [c for _, c in rows]
+    rows = (
+        ("CLI drain", samples["cli"], 0),
+        ("in-process drain", samples["here"], 0),
+        ("CLI first→last", samples["cli"], 2),
+        ("in-process first→last", samples["here"], 2),
+    )
+    for label, runs, at in rows:
+        rates, cpus = [r[at] for r in runs], [r[at + 1] for r in runs]
         print(
-            f"{who} {label:<30} {_range(rates, ',.0f')} jobs/s · {_range(cpus, '.0f')} µs CPU/job",
+            f"{who} {label:<30} {_range(rates, ',.0f')} jobs/s · {_range(cpus, '.1f')} µs CPU/job",
             flush=True,
         )
-    pairs = zip(samples["cli"], samples["here"], strict=True)
-    ratio = [c[0] / h[0] for c, h in pairs]
-    print(f"{who} {'CLI / in-process (rate)':<30} {_range(ratio, '.2f')}", flush=True)
+    for label, at in (("CLI / in-process (rate)", 0), ("… first→last (rate)", 2)):
+        pairs = zip(samples["cli"], samples["here"], strict=True)
+        ratio = [c[at] / h[at] for c, h in pairs]
+        print(f"{who} {label:<30} {_range(ratio, '.2f')}", flush=True)
 
 
 def main() -> None:
@@ -245,6 +297,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--log", default="info", help="log level (the CLI's default: info)")
     parser.add_argument("--pg", default=None, help="PostgreSQL URL (a scratch schema is used)")
+    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
     parser.add_argument("--engines", default="sqlite,postgres")
     parser.add_argument("--only", default="startup,drain", help="startup, drain or both")
     parser.add_argument(
@@ -255,7 +308,7 @@ def main() -> None:
     only = set(args.only.split(","))
     roots = [ROOT] + ([Path(args.against).resolve()] if args.against else [])
     print(
-        f"# {args.jobs} no-op jobs, c={args.concurrency}, log {args.log}, "
+        f"# {args.jobs} no-op jobs, c={args.concurrency}, log {args.log}, loop {args.loop}, "
         f"median [min–max] of {args.runs}; alkstore from {', '.join(map(str, roots))}",
         flush=True,
     )
