@@ -404,11 +404,19 @@ class App:
 
         return Worker(self, queues, **options)
 
-    def run_worker(self, queues: Iterable[str] | None = None, **options: Any) -> int:
+    def run_worker(
+        self,
+        queues: Iterable[str] | None = None,
+        *,
+        loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
+        **options: Any,
+    ) -> int:
         """Run a worker until SIGTERM/SIGINT (blocking); 0 after a graceful stop, else 1.
 
         Options are :class:`~alkstore.worker.Worker`'s: ``concurrency``,
         ``grace_s``, ``poll_interval_s``, ``sweep_interval_s``, ``worker_id``, ...
+        ``loop_factory`` makes the event loop, as :class:`asyncio.Runner`'s does
+        (``uvloop.new_event_loop``; ``None``: asyncio's default).
         """
 
         async def main() -> int:
@@ -417,7 +425,8 @@ class App:
             finally:
                 await self.close()
 
-        return asyncio.run(main())
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            return runner.run(main())
 
     def __repr__(self) -> str:
         return f"<alkstore.App url={describe(self.url)} tasks={sorted(self.tasks)}>"

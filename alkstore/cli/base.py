@@ -79,14 +79,18 @@ def _bind_app(ctx: click.Context, app: App, url: str | None, schema: str | None)
         app.schema = schema
 
 
-def _run(coro: Awaitable[T]) -> T:
-    """Run the command's coroutine; translate errors to one line."""
+def _run(
+    coro: Awaitable[T], loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None
+) -> T:
+    """Run the command's coroutine (on a loop of ``loop_factory``'s, if given: the
+    worker's ``--loop``); translate errors to one line."""
 
     async def wrapped() -> T:
         return await coro
 
     try:
-        return asyncio.run(wrapped())
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            return runner.run(wrapped())
     except click.ClickException:
         raise
     except (InvalidNameError, InvalidArgumentError, PayloadError) as e:

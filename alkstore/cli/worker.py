@@ -14,8 +14,9 @@ import click
 
 from alkstore.cli import supervisor, worker_options
 from alkstore.cli.apps import load_app
-from alkstore.cli.base import Failed, _bind_app, _open, _out, _run, _store_options
+from alkstore.cli.base import BadInput, Failed, _bind_app, _open, _out, _run, _store_options
 from alkstore.cli.logs import setup_logging
+from alkstore.cli.loops import loop_factory
 from alkstore.cli.store_path import absolute_url, missing_default_store
 from alkstore.errors import AlkstoreError
 from alkstore.worker.recycle import parse_size
@@ -51,6 +52,10 @@ def worker(
     """
     queues: tuple[str, ...] = options["queue"]
     setup_logging(options["log_level"], options["log_format"])
+    try:
+        new_loop = loop_factory(options["loop"])  # before the app: a missing uvloop fails fast
+    except AlkstoreError as e:
+        raise BadInput(str(e)) from None
     if supervisor.wanted(options):  # --max-jobs/--max-memory/--reload: a fresh child each time
         _check_recycle(options)
         app_file = app_spec.rpartition(":")[0]
@@ -82,7 +87,7 @@ def worker(
         finally:
             await app.close()
 
-    code = _run(go())
+    code = _run(go(), new_loop)
     # The store is closed and the worker done: spare the exit its full collection,
     # which would walk every object the process made only to free none (~30 ms of
     # a stop; the objects go with the process, atexit handlers still run).

@@ -60,6 +60,7 @@ _UNWANTED = (
     "alkstore.workflows",  # stage() imports it, or the app's own use
     "alkstore.schedules",  # an app with periodic tasks imports it
     "cronsim",
+    "uvloop",  # --loop uvloop only
     "alkstore.cli.render",
     "alkstore.cli.jobs",
     "alkstore.cli.queues",

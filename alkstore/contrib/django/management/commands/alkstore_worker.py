@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from alkstore.cli import supervisor, worker_options
 from alkstore.cli.logs import setup_logging
+from alkstore.cli.loops import loop_factory
 from alkstore.core.urls import redact_url
 from alkstore.errors import AlkstoreError
 from alkstore.worker.recycle import RECYCLE_EXIT, parse_size
@@ -42,6 +43,10 @@ class Command(BaseCommand):
                 f"TASKS[{alias!r}] is {type(backend).__name__}, not "
                 "alkstore.contrib.django.AlkstoreBackend"
             )
+        try:
+            new_loop = loop_factory(options["loop"])
+        except AlkstoreError as e:
+            raise CommandError(str(e)) from None
         queues = options["queue"] or sorted(backend.queues)
         if not queues:
             raise CommandError(f"TASKS[{alias!r}] has no QUEUES: pass --queue NAME")
@@ -58,7 +63,9 @@ class Command(BaseCommand):
             f"alkstore worker on {redact_url(backend.url)}, queues {', '.join(queues)}"
         )
         try:
-            code = backend.app.run_worker(queues, **worker_options.worker_kwargs(options))
+            code = backend.app.run_worker(
+                queues, loop_factory=new_loop, **worker_options.worker_kwargs(options)
+            )
         except AlkstoreError as e:
             raise CommandError(str(e)) from None
         if code == RECYCLE_EXIT:
