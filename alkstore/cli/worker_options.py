@@ -186,8 +186,8 @@ WORKER_OPTIONS: tuple[WorkerOption, ...] = (
     WorkerOption(
         ("--loop",),
         "ALKSTORE_WORKER_LOOP",
-        "Event loop: asyncio's own, or uvloop (pip install 'alkstore[uvloop]'; ~14% less "
-        "client CPU per job).",
+        "Event loop: asyncio's own, or uvloop (pip install 'alkstore[uvloop]'; ~10% less "
+        "of the worker's own CPU per job).",
         default="asyncio",
         choices=LOOPS,
     ),
