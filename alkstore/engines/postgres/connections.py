@@ -256,9 +256,12 @@ class PostgresConnections:
         connection when it is free (its session plans generically: only fair claims
         run on it), else on the pool after ``generic_plan_here`` in one pipeline.
         The kept connection spares the pipeline's extra statement and the pool
-        checkout, as the plain claim's does (docs/benchmarks.md)."""
+        checkout, as the plain claim's does (docs/benchmarks.md). Without
+        prepared statements (``prepare=off``, PgBouncer) there is no plan to keep,
+        and a session setting could outlive this client's use of a pooled server
+        connection: the pool path then, as before."""
         self.check_open()
-        conn = self._fair_claims.take()
+        conn = self._fair_claims.take() if self._prepare is not None else None
         if conn is None:
             return await self._fetchall_planned("generic_plan_here", name, params)
         return await self._kept_rows(self._fair_claims, conn, name, params)

@@ -152,3 +152,21 @@ async def test_fair_claims_run_on_the_fair_claim_connection_and_survive_its_deat
     assert (await _fair_claimer(engine)) is not conn  # a new one was opened
     await fair_store.close()
     assert engine._fair_claims.conn is None
+
+
+async def test_without_prepared_statements_fair_claims_stay_on_the_pool(pg_url: str) -> None:
+    """``prepare=off`` (PgBouncer): no plan to keep, and a session setting could outlive
+    the client's use of a pooled server connection: no fair-claim connection is opened."""
+    schema = f"alk_{uuid.uuid4().hex[:12]}"
+    store = await alkstore.connect(f"{pg_url}?prepare=off", schema=schema)
+    try:
+        q, engine = await _analyzed_fair_queue(store, pg_url, keys=10, per_key=3)
+        await _claims(q, 3)
+        await asyncio.sleep(0.05)
+        assert engine._fair_claims.conn is None and engine._fair_claims.opening is None
+    finally:
+        await store.close()
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
+            )
