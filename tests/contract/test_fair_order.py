@@ -24,7 +24,8 @@ WEIGHTS = {"a": 3.0, "b": 0.5, "c": 1.5}
 class Reference:
     """Jobs, key cursors and weights in memory, answering ``fair_claim``'s steps."""
 
-    def __init__(self) -> None:
+    def __init__(self, weights: dict[str, float] = WEIGHTS) -> None:
+        self.weights = weights
         self.jobs: dict[int, tuple[str | None, int]] = {}  # id -> (key, priority)
         self.running: set[int] = set()
         self.cursors: dict[str, float] = {}
@@ -47,7 +48,7 @@ class Reference:
     def step(self, name: str, params: dict[str, Any]) -> Rows:
         if name in ("fair_cursors", "fair_cursors_wait"):
             order = sorted(self.cursors.items(), key=lambda kv: (kv[1], kv[0]))
-            return [(k, v, WEIGHTS.get(k, 1.0)) for k, v in order[: params["window"]]]
+            return [(k, v, self.weights.get(k, 1.0)) for k, v in order[: params["window"]]]
         if name == "fair_heads":
             rows: Rows = []
             for key, limit in zip(params["keys"], params["limits"], strict=True):
@@ -111,4 +112,30 @@ async def test_fair_claims_take_the_batches_core_fair_states(
         ref.ack(acked)
         if acked:
             assert await q.ack_batch(acked) == len(acked)
+    assert not ref.jobs and await q.claim_one("w") is None
+
+
+async def test_fair_claims_over_many_weighted_keys_take_the_batches_core_fair_states(
+    store: alkstore.Store, qname: str, clock: Clock
+) -> None:
+    """More keys than a claim reads (so a claim probes only the keys of its smallest
+    finish tags), weighted unevenly, some drained early: the same batches as the rule."""
+    weights = {f"k{i:02}": (0.5, 1.0, 2.0, 3.0, 0.25, 1.5)[i % 6] for i in range(30)}
+    q = store.queue(qname)
+    ref = Reference(weights)
+    for i in range(30):
+        key = f"k{i:02}"
+        for priority, count in ((0, 2 + i % 5), (1, i % 3)):
+            if count:
+                opts = EnqueueOpts(partition_key=key, priority=priority)
+                ids = await q.enqueue_many([key] * count, opts)
+                ref.enqueue(ids, key, priority)
+    await q.set_fair(weights=weights)
+    for turn, n in enumerate([1, 12, 3, 20, 7, 1, 15, 9, 30, 4, 25, 40, 40]):
+        handles = await q.claim_batch("w", n)
+        got = sorted(h.job.id for h in handles)
+        assert got == ref.claim(n), f"claim {turn} of {n}"
+        ref.ack(got)
+        if got:
+            assert await q.ack_batch(got) == len(got)
     assert not ref.jobs and await q.claim_one("w") is None

@@ -71,12 +71,19 @@ class PostgresConnections:
         self._listener: Listener | None = None
         self._closed = False
         closed = lambda: self._closed  # noqa: E731
-        # connections kept beside the pool (``kept.py``): the plain claim's, and the
+        # connections kept beside the pool (``kept.py``): the plain claim's, the
         # worker's receipted acks' (planned with enable_seqscan off for the session:
-        # only that statement runs on it; see ``index_plan_here``)
+        # only that statement runs on it; see ``index_plan_here``), and a fair queue's
+        # claims' (generic plans for the session, see ``generic_plan_here``; opened
+        # by the first fair claim only)
         self._claims = KeptConnection("claim", self._open_kept, closed)
         self._acks = KeptConnection(
             "ack", functools.partial(self._open_kept, "SET enable_seqscan TO off"), closed
+        )
+        self._fair_claims = KeptConnection(
+            "fair claim",
+            functools.partial(self._open_kept, "SET plan_cache_mode TO force_generic_plan"),
+            closed,
         )
 
     @classmethod
@@ -244,6 +251,21 @@ class PostgresConnections:
             return await self._fetchall_planned("index_plan_here", name, params)
         return await self._kept_rows(self._acks, conn, name, params)
 
+    async def _fair_rows(self, name: str, params: dict[str, Any]) -> list[TupleRow]:
+        """A fair claim ``name`` on its generic plan: on the store's fair-claim
+        connection when it is free (its session plans generically: only fair claims
+        run on it), else on the pool after ``generic_plan_here`` in one pipeline.
+        The kept connection spares the pipeline's extra statement and the pool
+        checkout, as the plain claim's does (docs/benchmarks.md). Without
+        prepared statements (``prepare=off``, PgBouncer) there is no plan to keep,
+        and a session setting could outlive this client's use of a pooled server
+        connection: the pool path then, as before."""
+        self.check_open()
+        conn = self._fair_claims.take() if self._prepare is not None else None
+        if conn is None:
+            return await self._fetchall_planned("generic_plan_here", name, params)
+        return await self._kept_rows(self._fair_claims, conn, name, params)
+
     async def _kept_rows(
         self, kept: KeptConnection, conn: Conn, name: str, params: dict[str, Any]
     ) -> list[TupleRow]:
@@ -326,6 +348,7 @@ class PostgresConnections:
                 await self._listener.stop()
             await self._claims.close()
             await self._acks.close()
+            await self._fair_claims.close()
         finally:
             if self._pool is not None:
                 # its workers may be trying to connect over a dead network: wait less

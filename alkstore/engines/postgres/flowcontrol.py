@@ -103,17 +103,16 @@ class PostgresFlowControl(PostgresOutbox):
     async def _fair_claim_generic(self, params: dict[str, Any]) -> list[Row]:
         """``fair_claim`` on its generic plan: its prepared statement is planned once
         per connection, not at every call (left to itself the server keeps making
-        custom plans for it, ~2 ms each: docs/benchmarks.md). The setting is local
-        to the statement's own transaction, so nothing else on the connection
-        changes: the two statements go in one pipeline with no Sync between, which
-        the server runs as one implicit transaction (no BEGIN/COMMIT to send, no
-        extra round trip); the rows are read inside the pipeline, whose exit
-        reports a failed commit. Only once the planner has statistics for its
-        tables: a generic plan made without them reads every key cursor per claim
-        (custom plans fare better then)."""
+        custom plans for it, ~2 ms each: docs/benchmarks.md). On the store's
+        fair-claim connection, whose session plans generically (only fair claims run
+        there), when it is free; else on the pool, the setting local to the
+        statement's own transaction (``_fetchall_planned``: one pipeline, one
+        implicit transaction). Only once the planner has statistics for its tables:
+        a generic plan made without them reads every key cursor per claim (custom
+        plans fare better then)."""
         if not await self._fair_planned():
             return await self._fetchall("fair_claim", params)
-        return await self._fetchall_planned("generic_plan_here", "fair_claim", params)
+        return await self._fair_rows("fair_claim", params)
 
     async def _fair_planned(self) -> bool:
         """Whether ``alk_jobs`` and ``alk_fair`` have been analyzed (asked at most once

@@ -527,12 +527,24 @@ WITH gate AS MATERIALIZED (
            ON w.queue = %(queue)s AND w.partition_key = cur.key
     WHERE cur.vtime = (SELECT s.vtime FROM {schema}.alk_fair AS s  -- as the snapshot saw it
                        WHERE s.queue = %(queue)s AND s.partition_key = cur.key)
+), reach AS MATERIALIZED (
+    -- a bound on the :n + :spare smallest finish tags: that many keys' first tags
+    -- are no larger than the (:n + :spare)-th smallest first tag (NULL: fewer keys)
+    SELECT (SELECT k.vtime + 1.0 / k.weight FROM keyed AS k
+            ORDER BY k.vtime + 1.0 / k.weight
+            OFFSET %(n)s::integer + %(spare)s::integer - 1 LIMIT 1) AS tag
 ), fresh AS MATERIALIZED (
     -- head_limits(): each key's count of the :n + :spare smallest finish tags, as
-    -- if every key had jobs enough (at most :n); a key without one is not probed
+    -- if every key had jobs enough (at most :n); a key without one is not probed.
+    -- Each key's tags are generated only up to the bound (one past it, for
+    -- rounding): a claim of n sorts about 2 tags per key, not n + spare
     SELECT k.*, s.lim FROM keyed AS k JOIN (
         SELECT t.key, LEAST(count(*), %(n)s)::integer AS lim FROM (
-            SELECT k.key FROM keyed AS k CROSS JOIN generate_series(1, %(n)s::integer + %(spare)s::integer) AS g(j)
+            SELECT k.key FROM keyed AS k CROSS JOIN reach AS r
+            CROSS JOIN LATERAL generate_series(
+                1, LEAST((%(n)s::integer + %(spare)s::integer)::float8,
+                         COALESCE(floor((r.tag - k.vtime) * k.weight) + 1,
+                                  %(n)s::integer + %(spare)s::integer))::integer) AS g(j)
             ORDER BY k.vtime + g.j::float8 / k.weight, k.rank
             LIMIT %(n)s::integer + %(spare)s::integer
         ) AS t GROUP BY t.key
