@@ -45,6 +45,13 @@ log = logging.getLogger("alkstore.postgres")
 
 Conn = psycopg.AsyncConnection[TupleRow]
 POOL_CLOSE_WAIT_S = 1.0
+# The kept connections' session: index_plan_here for the session's life (see the
+# query's comment).
+_PROBES = (
+    "SET enable_seqscan TO off",
+    "SET jit TO off",
+    "SET plan_cache_mode TO force_generic_plan",
+)
 MOVED_TRIES = 3  # runs of a statement that keeps meeting rows the ring moved (40001)
 T = TypeVar("T")
 
@@ -92,12 +99,8 @@ class PostgresConnections:
         # only that statement runs on it; see ``index_plan_here``)
         # both sessions plan with enable_seqscan off (index_plan_here): by primary
         # key, whatever the statistics of alk_jobs' partitions (ring.py)
-        self._claims = KeptConnection(
-            "claim", functools.partial(self._open_kept, "SET enable_seqscan TO off"), closed
-        )
-        self._acks = KeptConnection(
-            "ack", functools.partial(self._open_kept, "SET enable_seqscan TO off"), closed
-        )
+        self._claims = KeptConnection("claim", functools.partial(self._open_kept, *_PROBES), closed)
+        self._acks = KeptConnection("ack", functools.partial(self._open_kept, *_PROBES), closed)
 
     @classmethod
     def from_url(cls, url: str, schema: str, options: dict[str, Any]) -> Self:

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -45,6 +46,7 @@ async def admin(pg_url: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
 @pytest.fixture
 async def store(pg_url: str, schema: str) -> AsyncIterator[alkstore.Store]:
     async with await alkstore.connect(pg_url, schema=schema) as opened:
+        _engine(opened).ring_min_turn_s = 0.0  # turn at every 1,000 jobs, however fast
         yield opened
 
 
@@ -97,7 +99,8 @@ async def _step(store: alkstore.Store) -> Any:
 async def _fill_turn(admin: psycopg.AsyncConnection[Any], schema: str, slot: int) -> None:
     """Make the ring current on ``slot`` with its cap reached (the next step turns)."""
     await admin.execute(
-        _sql(schema, "UPDATE {s}.alk_ring SET slot = %s, turned_id = %s"), [slot, -RING_CAP]
+        _sql(schema, "UPDATE {s}.alk_ring SET slot = %s, turned_id = %s, turned_at = %s"),
+        [slot, -RING_CAP, datetime(2000, 1, 1, tzinfo=UTC)],
     )
 
 

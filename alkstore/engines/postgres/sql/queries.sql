@@ -55,12 +55,14 @@ WITH inserted AS (
            COALESCE(%(run_at)s::timestamptz, {now} + make_interval(secs => %(delay)s::float8)),
            {now}, %(max_attempts)s::integer, %(visibility)s::float8, %(retry_base)s::float8,
            {now} + make_interval(secs => %(expires_in)s::float8), %(partition_key)s::text,
-           -- the ring's current partition (read once: an InitPlan), or keep (-1) for a
-           -- row that may live long: delayed, or about to be blocked (%(keep)s)
+           -- the ring's current partition (read once: an InitPlan; not through
+           -- alk_ring_current(), a SQL function whose body would be planned again at
+           -- each statement), or keep (-1) for a row that may live long: delayed, or
+           -- about to be blocked (%(keep)s)
            CASE WHEN %(keep)s::boolean
                      OR COALESCE(%(run_at)s::timestamptz,
                                  {now} + make_interval(secs => %(delay)s::float8)) > {now}
-                THEN -1 ELSE (SELECT {schema}.alk_ring_current()) END
+                THEN -1 ELSE (SELECT r.slot FROM {schema}.alk_ring AS r) END
     FROM unnest(%(payloads)b::bytea[]) AS p
     RETURNING id
 ), woken AS MATERIALIZED (
@@ -83,12 +85,14 @@ WITH inserted AS (
            COALESCE(%(run_at)s::timestamptz, {now} + make_interval(secs => %(delay)s::float8)),
            {now}, %(max_attempts)s::integer, %(visibility)s::float8, %(retry_base)s::float8,
            {now} + make_interval(secs => %(expires_in)s::float8), %(partition_key)s::text,
-           -- the ring's current partition (read once: an InitPlan), or keep (-1) for a
-           -- row that may live long: delayed, or about to be blocked (%(keep)s)
+           -- the ring's current partition (read once: an InitPlan; not through
+           -- alk_ring_current(), a SQL function whose body would be planned again at
+           -- each statement), or keep (-1) for a row that may live long: delayed, or
+           -- about to be blocked (%(keep)s)
            CASE WHEN %(keep)s::boolean
                      OR COALESCE(%(run_at)s::timestamptz,
                                  {now} + make_interval(secs => %(delay)s::float8)) > {now}
-                THEN -1 ELSE (SELECT {schema}.alk_ring_current()) END
+                THEN -1 ELSE (SELECT r.slot FROM {schema}.alk_ring AS r) END
     FROM unnest(%(payloads)b::bytea[]) AS p
     RETURNING id
 ), touched AS (
@@ -878,7 +882,14 @@ SELECT refused FROM receipt;
 -- table small and 1,000 probes dear), a cost that grows with the backlog:
 -- 2.6 ms of a 5.9 ms ack of 1,000 at 20,000 queued, ~10x that at 200,000.
 -- `enable_seqscan` off leaves the probes the cheapest plan, custom or generic.
-SELECT set_config('enable_seqscan', 'off', true);
+-- jit off with it: a sequential scan left in the plan (alk_ring's one row, read by
+-- an insert in the same transaction) costs it 10^10, past jit_above_cost, and
+-- compiling the statement took ~56 ms. And the generic plan (a prepared
+-- statement's, planned once): over the partitions of alk_jobs the plan cache
+-- judged a custom plan cheaper and planned the ack again at every run (~0.4 ms:
+-- ack of one row 553 -> 179 us p50 here, the single table's 145).
+SELECT set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true),
+       set_config('plan_cache_mode', 'force_generic_plan', true);
 
 -- name: drop_ack_receipts
 -- A stopping worker's own receipt, and every receipt older than :older_s
@@ -1718,10 +1729,12 @@ SELECT refused, ARRAY(SELECT id FROM deleted) FROM receipt;
 -- The ring's maintenance step (ring.py), step 1, in its transaction: the ring's
 -- row locked, or nothing if another process is at it (SKIP LOCKED); with the
 -- ids drawn since the last turn (the jobs the current partition took, near
--- enough: keyed rows draw ids too) and the size on disk of each ring partition
+-- enough: keyed rows draw ids too), the seconds since it, and the size on disk
+-- of each ring partition
 -- (0: truncated and not written since; from the catalog, no scan).
 SELECT r.slot,
        COALESCE(pg_sequence_last_value('{schema}.alk_jobs_id_seq'), 0) - r.turned_id,
+       EXTRACT(EPOCH FROM now() - r.turned_at)::float8,
        ARRAY[pg_relation_size('{schema}.alk_jobs_p0'), pg_relation_size('{schema}.alk_jobs_p1'),
              pg_relation_size('{schema}.alk_jobs_p2'), pg_relation_size('{schema}.alk_jobs_p3'),
              pg_relation_size('{schema}.alk_jobs_p4'), pg_relation_size('{schema}.alk_jobs_p5'),
