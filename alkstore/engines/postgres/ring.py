@@ -22,7 +22,8 @@ dependency bits is neither truncated nor turned onto: the ring waits (the
 current partition grows past the cap, vacuum clears it as before the ring).
 
 The step runs in the background after every :data:`RING_CHECK_EVERY` jobs this
-store claimed or enqueued, and at each sweep. A role that may not lock the
+store claimed or enqueued (at most every :data:`RING_CHECK_PAUSE_S`), and at
+each sweep. A role that may not lock the
 ring's row (a producer's grants) skips it quietly from then on; one that may not
 truncate (the worker's grants without ``TRUNCATE``) turns it off for the store
 with one warning.
@@ -33,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import Any, NamedTuple
 
 import psycopg
@@ -58,6 +60,7 @@ RING_CAP = 1_000  # jobs the current partition takes before the ring turns
 # claim again, ~1.5 ms); at 50,000 jobs/s a turn per 1,000 jobs was 50 a second
 RING_MIN_TURN_S = 1.0
 RING_CHECK_EVERY = 256  # jobs claimed or enqueued by this store between two steps
+RING_CHECK_PAUSE_S = 0.25  # ... and seconds between two steps it starts so
 MOVE_LIMIT = 5_000  # straggler rows moved forward by one step
 PAUSE_S = 1.0  # first pause after a truncation's lock timed out; doubles
 PAUSE_MAX_S = 60.0
@@ -79,6 +82,7 @@ class PostgresRing(PostgresConnections):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._ring_ops = 0
+        self._ring_kicked = 0.0
         self._ring_task: asyncio.Task[None] | None = None
         self._ring_off = False
         self._ring_pause: dict[int, tuple[float, float]] = {}  # part -> (until, pause)
@@ -88,11 +92,16 @@ class PostgresRing(PostgresConnections):
         return self.q[name].replace(b"{part}", b"%d" % part)
 
     def _ring_tick(self, jobs: int) -> None:
-        """Count ``jobs`` claimed or enqueued; start a step in the background when due."""
+        """Count ``jobs`` claimed or enqueued; start a step in the background when due
+        (and the last one started :data:`RING_CHECK_PAUSE_S` ago: the ring turns at
+        most once a second, so stepping more often finds nothing to do)."""
         self._ring_ops += jobs
         if self._ring_ops >= RING_CHECK_EVERY:
-            self._ring_ops = 0
-            self._ring_kick()
+            now = time.monotonic()
+            if now - self._ring_kicked >= RING_CHECK_PAUSE_S:
+                self._ring_ops = 0
+                self._ring_kicked = now
+                self._ring_kick()
 
     def _ring_kick(self) -> None:
         """A step in the background, unless one is running or the ring is off here."""
