@@ -1526,11 +1526,18 @@ SELECT setval(pg_get_serial_sequence('{schema}.alk_jobs', 'id'), %s);
 -- `alkstore doctor` (engines/postgres/health.py): reads of the statistics views.
 
 -- name: health_tables
--- Row statistics of this schema's tables (readable by any role).
-SELECT relname::text, n_live_tup, n_dead_tup,
-       EXTRACT(EPOCH FROM (now() - last_vacuum))::float8,
-       EXTRACT(EPOCH FROM (now() - last_autovacuum))::float8
-FROM pg_stat_user_tables WHERE schemaname = %(schema)s ORDER BY relname;
+-- Row statistics of this schema's tables (readable by any role). A partition
+-- counts as its table (alk_jobs: the sum over the keep and ring partitions, the
+-- latest vacuum of any of them; the partitioned table itself has no row here).
+SELECT COALESCE(p.relname, s.relname)::text, sum(s.n_live_tup)::bigint,
+       sum(s.n_dead_tup)::bigint,
+       min(EXTRACT(EPOCH FROM (now() - s.last_vacuum)))::float8,
+       min(EXTRACT(EPOCH FROM (now() - s.last_autovacuum)))::float8
+FROM pg_stat_user_tables AS s
+LEFT JOIN pg_inherits AS i ON i.inhrelid = s.relid
+LEFT JOIN pg_class AS p ON p.oid = i.inhparent
+WHERE s.schemaname = %(schema)s
+GROUP BY 1 ORDER BY 1;
 
 -- name: health_xmin
 -- What holds back this database's xmin horizon, oldest first: sessions with a
