@@ -111,7 +111,7 @@ async def table_facts(store: alkstore.Store, url: str) -> str:
     import psycopg
 
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        # alk_jobs, or (schema 12, the ring) the sum over its partitions
+        # alk_jobs, or (schema 13, the ring) the sum over its partitions
         cur = await conn.execute(
             "SELECT sum(s.n_dead_tup)::bigint, sum(s.n_live_tup)::bigint,"
             " sum(pg_relation_size(c.oid))::bigint, sum(pg_indexes_size(c.oid))::bigint,"

@@ -401,7 +401,7 @@ NOT_COPIED = {
     "alk_ack_receipts",  # + live acks
     "alk_bulk_actions",  # the source's bulk-action audit and cursors
     "alk_deps_woken",  # SQLite's wake-ups of released children
-    "alk_ring",  # PostgreSQL's ring state (schema 12): the destination's own
+    "alk_ring",  # PostgreSQL's ring state (schema 13): the destination's own
     *(f"alk_jobs_{p}" for p in ("keep", *(f"p{k}" for k in range(8)))),  # its partitions
 }
 # Storage columns: where the destination's engine keeps the row, not the row itself

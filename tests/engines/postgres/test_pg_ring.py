@@ -1,4 +1,4 @@
-"""The ring layout of ``alk_jobs`` (schema v12, ``engines/postgres/ring.py``): where rows
+"""The ring layout of ``alk_jobs`` (schema v13, ``engines/postgres/ring.py``): where rows
 go, the maintenance step turning and truncating under a real workload, stragglers
 moved forward, truncation skipped behind a lock, and a live migration from schema 11
 with old-version workers and producers running.
@@ -348,10 +348,10 @@ async def test_a_live_store_migrates_from_schema_11_with_old_workers_running(
     pg_url: str, schema: str, admin: psycopg.AsyncConnection[Any]
 ) -> None:
     migrations = list(pg_migrate.MIGRATIONS)
-    assert migrations[-1].version == 12
+    assert migrations[-1].version == 13
     conn = await psycopg.AsyncConnection.connect(pg_url, autocommit=True)
     try:
-        assert await pg_migrate.migrate_connection(conn, schema, migrations[:-1]) == 11
+        assert await pg_migrate.migrate_connection(conn, schema, migrations[:-2]) == 11
     finally:
         await conn.close()
     # a backlog of every kind before the migration: plain, keyed, processing
@@ -374,7 +374,7 @@ async def test_a_live_store_migrates_from_schema_11_with_old_workers_running(
     await asyncio.sleep(1.0)  # the old processes at work
     conn = await psycopg.AsyncConnection.connect(pg_url, autocommit=True)
     try:
-        assert await pg_migrate.migrate_connection(conn, schema, migrations) == 12
+        assert await pg_migrate.migrate_connection(conn, schema, migrations) == 13
     finally:
         await conn.close()
     # the new version alongside the old ones: enqueues (to the ring) and claims

@@ -9,7 +9,7 @@
 -- Live jobs: the hot table. Every job is inserted, updated once per claim
 -- (plus retries and heartbeats) and deleted, so the table is all churn.
 --
--- Schema version 12 (migration 0012_ring): alk_jobs is LIST-partitioned on
+-- Schema version 13 (migrations 0012_ring_prepare, 0013_ring): alk_jobs is LIST-partitioned on
 -- `part` so that churn is freed by TRUNCATE instead of vacuum (docs/postgres.md,
 -- "The ring"). Plain jobs go to the ring's current partition (alk_jobs_p0 ..
 -- alk_jobs_p7, `part` 0..7, chosen by the insert from alk_ring); the engine's
@@ -74,7 +74,7 @@ CREATE TABLE {schema}.alk_jobs (
     waiting              integer,
     -- bit 1: has dependents, bit 2: has parents (0: the plain path); schema v8
     deps                 smallint         NOT NULL DEFAULT 0,
-    -- the storage partition: -1 keep, 0..7 the ring; schema v12
+    -- the storage partition: -1 keep, 0..7 the ring; schema v13
     part                 smallint         NOT NULL DEFAULT -1,
     -- a keyed row in a ring partition is a missed insert path: fail it loudly
     CONSTRAINT alk_jobs_keyed CHECK ((dedupe_key IS NULL AND debounce_key IS NULL) OR part = -1)
@@ -241,7 +241,7 @@ CREATE INDEX alk_dead_died ON {schema}.alk_dead (queue, died_at);
 -- processing), so a unique index over it is exactly "one live job per key and
 -- queue": INSERT ... ON CONFLICT DO NOTHING makes the database the judge.
 -- Adding a NULL column with no default is a catalog change only.
--- Schema v12: with `part` (a unique index of a partitioned table must hold the
+-- Schema v13: with `part` (a unique index of a partitioned table must hold the
 -- partition key); keyed rows are all in part -1, so the key is still unique.
 CREATE UNIQUE INDEX alk_jobs_dedupe ON {schema}.alk_jobs (queue, dedupe_key, part)
     WHERE dedupe_key IS NOT NULL;
@@ -345,7 +345,7 @@ CREATE TABLE {schema}.alk_ack_receipts (
 
 -- One PENDING job per debounce key: a claimed job leaves the index, so the next
 -- enqueue inserts the next job instead of changing the one that runs.
--- Schema v12: with `part`, as alk_jobs_dedupe.
+-- Schema v13: with `part`, as alk_jobs_dedupe.
 CREATE UNIQUE INDEX alk_jobs_debounce ON {schema}.alk_jobs (queue, debounce_key, part)
     WHERE state = 'pending' AND debounce_key IS NOT NULL;
 
