@@ -402,3 +402,42 @@ async def test_a_live_store_migrates_from_schema_11_with_old_workers_running(
         admin, schema, "SELECT relkind::text FROM pg_class WHERE oid = '{s}.alk_jobs'::regclass"
     )
     assert kind == "p"
+
+
+async def test_a_cancel_that_meets_a_row_the_ring_moved_meanwhile_runs_again(
+    pg_url: str, store: alkstore.Store, admin: psycopg.AsyncConnection[Any], schema: str
+) -> None:
+    # A move forward (ring_move) holds the row while the cancel waits for it; once
+    # the move commits, the cancel's DELETE fails with SQLSTATE 40001 (the row went
+    # to another partition) and the engine runs it again, where the row now is.
+    q = store.queue("moved")
+    job = await q.enqueue("x")
+    assert await _part(admin, schema, job) == 0
+    async with await psycopg.AsyncConnection.connect(pg_url) as mover:
+        await mover.execute(_sql(schema, "UPDATE {s}.alk_jobs SET part = 5 WHERE id = %s"), [job])
+        cancel = asyncio.create_task(q.cancel(job))
+        waiting = 0
+        for _ in range(500):  # until the cancel waits on the mover's row lock
+            waiting = await _value(admin, schema, "SELECT count(*) FROM pg_locks WHERE NOT granted")
+            if waiting:
+                break
+            await asyncio.sleep(0.01)
+        assert waiting, "the cancel never waited for the moved row"
+        await mover.commit()
+    assert await cancel
+    assert await q.get_job(job) is None
+
+
+async def test_a_claim_passes_over_a_row_being_moved_and_takes_it_where_it_went(
+    pg_url: str, store: alkstore.Store, admin: psycopg.AsyncConnection[Any], schema: str
+) -> None:
+    q = store.queue("moving")
+    job = await q.enqueue("x")
+    async with await psycopg.AsyncConnection.connect(pg_url) as mover:
+        await mover.execute(_sql(schema, "UPDATE {s}.alk_jobs SET part = 5 WHERE id = %s"), [job])
+        assert await q.claim_batch("w", 5) == []  # SKIP LOCKED: not waited for, no error
+        await mover.commit()
+    (handle,) = await q.claim_batch("w", 5)
+    assert handle.job.id == job and handle.job.attempts == 1
+    assert await _part(admin, schema, job) == 5
+    assert await handle.ack()
