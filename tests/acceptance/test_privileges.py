@@ -21,9 +21,7 @@ from psycopg import sql
 
 import alkstore
 from alkstore import EngineError
-from alkstore.engine_door import engine_of
-from alkstore.engines.postgres import PostgresEngine, migrate
-from alkstore.engines.postgres import migrator as pg_migrate
+from alkstore.engines.postgres import migrate
 from tests.acceptance import apps
 from tests.acceptance.conftest import Workers, results, run_cli, wait_until
 from tests.conftest import Target
@@ -236,79 +234,3 @@ async def test_the_doctor_runs_as_the_worker_role_and_says_what_it_cannot_see(
         assert seen[f"pid {other.info.backend_pid}"]["verdict"] == "action"  # a superuser sees
         for held in (other, own):
             held.execute("ROLLBACK")
-
-
-def _turn_onto_p0(pg_url: str, schema: str) -> None:
-    """As the owner: the ring full on partition 7, so the next step truncates
-    partition 0 (drained) and turns onto it."""
-    with psycopg.connect(pg_url, autocommit=True) as admin:
-        admin.execute(
-            sql.SQL(
-                "UPDATE {}.alk_ring SET slot = 7, turned_id = -100000, turned_at = '2000-01-01'"
-            ).format(sql.Identifier(schema))
-        )
-
-
-async def _drained_p0(store: alkstore.Store) -> None:
-    q = store.queue("ring")
-    await q.enqueue_many(["a", "b"])  # the ring is on partition 0
-    handles = await q.claim_batch("w", 2)
-    assert await q.ack_batch([h.job.id for h in handles]) == 2
-
-
-async def test_the_worker_grants_let_the_ring_truncate_and_a_producer_skips_the_step(
-    granted: Roles,
-) -> None:
-    async with await alkstore.connect(granted.worker_url, schema=granted.schema) as store:
-        engine = engine_of(store)
-        assert isinstance(engine, PostgresEngine)
-        await _drained_p0(store)
-        _turn_onto_p0(granted.pg_url, granted.schema)
-        with psycopg.connect(granted.pg_url, autocommit=True) as admin:  # without the grant
-            admin.execute(
-                sql.SQL("REVOKE TRUNCATE ON {}.alk_jobs_p0 FROM {}").format(
-                    sql.Identifier(granted.schema), sql.Identifier(granted.worker)
-                )
-            )
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            await engine.ring_step()
-        granted.grant()  # the documented GRANTs again
-        step = await engine.ring_step()
-        assert 0 in step.truncated and step.slot == 0
-    async with await alkstore.connect(granted.producer_url, schema=granted.schema) as store:
-        engine = engine_of(store)
-        assert isinstance(engine, PostgresEngine)
-        await store.queue("ring").enqueue("from a producer")
-        step = await engine.ring_step()  # not the producer's to run: skipped, quietly
-        assert step.busy and engine._ring_off
-
-
-async def test_a_store_migrated_from_schema_11_keeps_its_roles_working(roles: Roles) -> None:
-    """Migrations 0012-0013 carry the grants of the old alk_jobs over to the new one, the
-    ring's row, the sequence and the ring partitions' TRUNCATE."""
-    conn = await psycopg.AsyncConnection.connect(roles.pg_url, autocommit=True)
-    try:
-        migrations = list(pg_migrate.MIGRATIONS)
-        await pg_migrate.migrate_connection(conn, roles.schema, migrations[:-2])
-        version_11 = [  # the documented GRANTs of version 11: without the ring's lines
-            s
-            for s in _documented_grants(roles.schema, roles.worker, roles.producer)
-            if "alk_ring" not in s and "alk_jobs_id_seq" not in s and "TRUNCATE" not in s
-        ]
-        async with conn.cursor() as cur:
-            for statement in version_11:
-                await cur.execute(statement.encode())
-        assert await pg_migrate.migrate_connection(conn, roles.schema, migrations) == 13
-    finally:
-        await conn.close()
-    async with await alkstore.connect(roles.producer_url, schema=roles.schema) as store:
-        assert await store.queue("mail").enqueue("after the migration") > 0
-    async with await alkstore.connect(roles.worker_url, schema=roles.schema) as store:
-        engine = engine_of(store)
-        assert isinstance(engine, PostgresEngine)
-        (handle,) = await store.queue("mail").claim_batch("w", 5)
-        assert await handle.ack()
-        await _drained_p0(store)
-        _turn_onto_p0(roles.pg_url, roles.schema)
-        step = await engine.ring_step()
-        assert 0 in step.truncated and step.slot == 0

@@ -183,7 +183,7 @@ _PG_QUERIES = {
     "triggers": """
         SELECT tgname, pg_get_triggerdef(t.oid) FROM pg_trigger t JOIN pg_class c
         ON c.oid = t.tgrelid WHERE c.relnamespace = %(ns)s::regnamespace AND NOT t.tgisinternal
-        ORDER BY 1, 2""",
+        ORDER BY 1""",
 }
 
 

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from alkstore.core.job import Row
-from alkstore.engines.postgres.connections import MOVED_TRIES
 from alkstore.engines.postgres.search import PostgresSearch, compile_where
 
 if TYPE_CHECKING:
@@ -165,57 +164,48 @@ class PostgresBulk(PostgresSearch):
         return await self._run_rows(text, {"before": before, "limit": limit}, "bulk_list")
 
     async def bulk_step(self, action_id: int, step: BulkStep) -> Row | None:
-        tries = 0
-        while True:
-            woken: set[str] = set()
-            try:
-                row = await self._bulk_step_once(action_id, step, woken)
-            except psycopg.errors.SerializationFailure as e:
-                # a pending row moved by the ring meanwhile (connections.py, _run):
-                # the batch rolled back whole, and runs again where it went
-                tries += 1
-                if tries < MOVED_TRIES:
-                    continue
-                raise await self.failure(e, "bulk_step") from e
-            except psycopg.Error as e:
-                raise await self.failure(e, "bulk_step") from e
-            for queue in woken:
-                self.send_wake(queue)
-            return row
-
-    async def _bulk_step_once(self, action_id: int, step: BulkStep, woken: set[str]) -> Row | None:
         pool = self.check_open()
-        async with pool.connection() as conn, conn.transaction():
-            cur = await conn.execute(
-                self.sql(
-                    "SELECT phase, after_id FROM {schema}.alk_bulk_actions"
-                    " WHERE id = %(id)s FOR UPDATE"
-                ),
-                {"id": action_id},
-            )
-            got = await cur.fetchone()
-            if got is None:
-                return None
-            phase, after = str(got[0]), int(got[1])
-            if phase == "done":  # finished (by another runner): left as it is
+        woken: set[str] = set()
+        try:
+            async with pool.connection() as conn, conn.transaction():
                 cur = await conn.execute(
                     self.sql(
-                        f"SELECT {BULK_COLUMNS} FROM {{schema}}.alk_bulk_actions WHERE id = %(id)s"
+                        "SELECT phase, after_id FROM {schema}.alk_bulk_actions"
+                        " WHERE id = %(id)s FOR UPDATE"
                     ),
                     {"id": action_id},
                 )
-                return await cur.fetchone()
-            changed, phase, after = await self._batch(conn, step, phase, after, woken)
-            cur = await conn.execute(
-                self.sql(
-                    "UPDATE {schema}.alk_bulk_actions SET phase = %(phase)s,"
-                    " after_id = %(after)s, done = done + %(changed)s, updated_at = {now},"
-                    " finished_at = CASE WHEN %(phase)s = 'done' THEN {now} END"
-                    f" WHERE id = %(id)s RETURNING {BULK_COLUMNS}"
-                ),
-                self.timed({"phase": phase, "after": after, "changed": changed, "id": action_id}),
-            )
-            return await cur.fetchone()
+                got = await cur.fetchone()
+                if got is None:
+                    return None
+                phase, after = str(got[0]), int(got[1])
+                if phase == "done":  # finished (by another runner): left as it is
+                    cur = await conn.execute(
+                        self.sql(
+                            f"SELECT {BULK_COLUMNS} FROM {{schema}}.alk_bulk_actions"
+                            " WHERE id = %(id)s"
+                        ),
+                        {"id": action_id},
+                    )
+                    return await cur.fetchone()
+                changed, phase, after = await self._batch(conn, step, phase, after, woken)
+                cur = await conn.execute(
+                    self.sql(
+                        "UPDATE {schema}.alk_bulk_actions SET phase = %(phase)s,"
+                        " after_id = %(after)s, done = done + %(changed)s, updated_at = {now},"
+                        " finished_at = CASE WHEN %(phase)s = 'done' THEN {now} END"
+                        f" WHERE id = %(id)s RETURNING {BULK_COLUMNS}"
+                    ),
+                    self.timed(
+                        {"phase": phase, "after": after, "changed": changed, "id": action_id}
+                    ),
+                )
+                row = await cur.fetchone()
+        except psycopg.Error as e:
+            raise await self.failure(e, "bulk_step") from e
+        for queue in woken:
+            self.send_wake(queue)
+        return row
 
     async def _batch(
         self, conn: Any, step: BulkStep, phase: str, after: int, woken: set[str]

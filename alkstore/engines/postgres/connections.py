@@ -18,9 +18,9 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Self, TypeVar
+from typing import Any, Self
 
 import psycopg
 from psycopg.rows import TupleRow
@@ -45,29 +45,6 @@ log = logging.getLogger("alkstore.postgres")
 
 Conn = psycopg.AsyncConnection[TupleRow]
 POOL_CLOSE_WAIT_S = 1.0
-# The kept connections' session: index_plan_here for the session's life (see the
-# query's comment).
-_PROBES = (
-    "SET enable_seqscan TO off",
-    "SET jit TO off",
-    "SET plan_cache_mode TO force_generic_plan",
-)
-MOVED_TRIES = 3  # runs of a statement that keeps meeting rows the ring moved (40001)
-T = TypeVar("T")
-
-
-async def _all(cur: Any) -> list[TupleRow]:
-    rows: list[TupleRow] = await cur.fetchall()
-    return rows
-
-
-async def _one(cur: Any) -> TupleRow | None:
-    row: TupleRow | None = await cur.fetchone()
-    return row
-
-
-async def _count(cur: Any) -> int:
-    return int(cur.rowcount)
 
 
 def privilege_hint(error: psycopg.Error) -> str:
@@ -98,16 +75,14 @@ class PostgresConnections:
         # worker's receipted acks' (planned with enable_seqscan off for the session:
         # only that statement runs on it; see ``index_plan_here``), and a fair queue's
         # claims' (generic plans for the session, see ``generic_plan_here``; opened
-        # by the first fair claim only). The claim and ack sessions plan with
-        # enable_seqscan off (index_plan_here): by primary key, whatever the
-        # statistics of alk_jobs' partitions (ring.py)
-        self._claims = KeptConnection("claim", functools.partial(self._open_kept, *_PROBES), closed)
-        self._acks = KeptConnection("ack", functools.partial(self._open_kept, *_PROBES), closed)
+        # by the first fair claim only)
+        self._claims = KeptConnection("claim", self._open_kept, closed)
+        self._acks = KeptConnection(
+            "ack", functools.partial(self._open_kept, "SET enable_seqscan TO off"), closed
+        )
         self._fair_claims = KeptConnection(
             "fair claim",
-            functools.partial(
-                self._open_kept, "SET plan_cache_mode TO force_generic_plan", "SET jit TO off"
-            ),
+            functools.partial(self._open_kept, "SET plan_cache_mode TO force_generic_plan"),
             closed,
         )
 
@@ -205,35 +180,23 @@ class PostgresConnections:
             except psycopg.Error as e:
                 log.debug("alkstore: pool check failed: %s", e)
 
-    async def _run(
-        self, name: str, params: dict[str, Any], read: Callable[[Any], Awaitable[T]], binary: bool
-    ) -> T:
-        """``name`` on a pool connection in autocommit, its result read by ``read``.
-
-        Run again when it fails with SQLSTATE 40001: in READ COMMITTED that is a row
-        it meant to change or lock having been moved to another partition of
-        ``alk_jobs`` by the ring (``ring.py``) meanwhile; the failed statement changed
-        nothing (its own transaction), and run again it finds the row where it went.
-        """
-        pool = self.check_open()
-        attempt = 0
-        while True:
-            try:
-                async with pool.connection() as conn:
-                    cur = await conn.execute(self.q[name], self.timed(params), binary=binary)
-                    return await read(cur)
-            except psycopg.errors.SerializationFailure as e:
-                attempt += 1
-                if attempt >= MOVED_TRIES:
-                    raise await self.failure(e, name) from e
-            except psycopg.Error as e:
-                raise await self.failure(e, name) from e
-
     async def _fetchall(self, name: str, params: dict[str, Any]) -> list[TupleRow]:
-        return await self._run(name, params, _all, True)
+        pool = self.check_open()
+        try:
+            async with pool.connection() as conn:
+                cur = await conn.execute(self.q[name], self.timed(params), binary=True)
+                return await cur.fetchall()
+        except psycopg.Error as e:
+            raise await self.failure(e, name) from e
 
     async def _fetchone(self, name: str, params: dict[str, Any]) -> TupleRow | None:
-        return await self._run(name, params, _one, True)
+        pool = self.check_open()
+        try:
+            async with pool.connection() as conn:
+                cur = await conn.execute(self.q[name], self.timed(params), binary=True)
+                return await cur.fetchone()
+        except psycopg.Error as e:
+            raise await self.failure(e, name) from e
 
     async def _fetchall_planned(
         self, setting: str, name: str, params: dict[str, Any]
@@ -241,26 +204,26 @@ class PostgresConnections:
         """``name`` after the planner setting ``setting`` (a ``set_config(..., true)``)
         in one pipeline with no Sync between: one implicit transaction, so the
         setting ends with it and costs no round trip; the rows are read inside the
-        pipeline, whose exit reports a failed commit. Run again on 40001 (``_run``)."""
+        pipeline, whose exit reports a failed commit."""
         pool = self.check_open()
-        attempt = 0
-        while True:
-            try:
-                async with pool.connection() as conn:
-                    async with conn.pipeline():
-                        await conn.execute(self.q[setting])
-                        cur = await conn.execute(self.q[name], self.timed(params), binary=True)
-                        rows = await cur.fetchall()
-                    return rows
-            except psycopg.errors.SerializationFailure as e:
-                attempt += 1
-                if attempt >= MOVED_TRIES:
-                    raise await self.failure(e, name) from e
-            except psycopg.Error as e:
-                raise await self.failure(e, name) from e
+        try:
+            async with pool.connection() as conn:
+                async with conn.pipeline():
+                    await conn.execute(self.q[setting])
+                    cur = await conn.execute(self.q[name], self.timed(params), binary=True)
+                    rows = await cur.fetchall()
+                return rows
+        except psycopg.Error as e:
+            raise await self.failure(e, name) from e
 
     async def _rowcount(self, name: str, params: dict[str, Any]) -> int:
-        return await self._run(name, params, _count, False)
+        pool = self.check_open()
+        try:
+            async with pool.connection() as conn:
+                cur = await conn.execute(self.q[name], self.timed(params))
+                return cur.rowcount
+        except psycopg.Error as e:
+            raise await self.failure(e, name) from e
 
     async def _claim_rows(self, name: str, params: dict[str, Any]) -> list[TupleRow]:
         """``_fetchall`` for a claim, on the store's claim connection when it is free:
@@ -269,20 +232,12 @@ class PostgresConnections:
         A claim that finds it taken (or not open yet: it opens in the background)
         runs on the pool. The same statement in the same autocommit transaction, so
         the claim still waits for its WAL flush; a failed or cancelled one drops the
-        connection (its state is unknown) and the next claim opens another. Either
-        way planned with enable_seqscan off (``index_plan_here``): the claim's UPDATE
-        probes each partition of ``alk_jobs`` by primary key, statistics or not."""
+        connection (its state is unknown) and the next claim opens another."""
         self.check_open()
         conn = self._claims.take()
         if conn is None:
-            rows = await self._fetchall_planned("index_plan_here", name, params)
-        else:
-            rows = await self._kept_rows(self._claims, conn, name, params)
-        self._ring_tick(len(rows))
-        return rows
-
-    def _ring_tick(self, jobs: int) -> None:
-        """Jobs claimed or enqueued (the ring's trigger: ``ring.py``)."""
+            return await self._fetchall(name, params)
+        return await self._kept_rows(self._claims, conn, name, params)
 
     async def _ack_rows(self, name: str, params: dict[str, Any]) -> list[TupleRow]:
         """The receipted ack ``name``: on the store's ack connection when it is free
@@ -315,10 +270,7 @@ class PostgresConnections:
         self, kept: KeptConnection, conn: Conn, name: str, params: dict[str, Any]
     ) -> list[TupleRow]:
         try:
-            try:
-                cur = await conn.execute(self.q[name], self.timed(params), binary=True)
-            except psycopg.errors.SerializationFailure:  # a row moved meanwhile: see _run
-                cur = await conn.execute(self.q[name], self.timed(params), binary=True)
+            cur = await conn.execute(self.q[name], self.timed(params), binary=True)
             return await cur.fetchall()
         except psycopg.Error as e:
             await kept.drop(conn)

@@ -40,8 +40,7 @@ async def run_graph(
     async def step(name: str, params: dict[str, Any]) -> Rows:
         if name == "insert":
             stamps = params["stamps"]
-            # a graph's rows may wait on their parents: kept out of the ring
-            full = insert_params(params["queue"], [params["payload"]], stamps, keep=True)
+            full = insert_params(params["queue"], [params["payload"]], stamps)
             query = q[insert_query(stamps)]
         else:
             query, full = q["deps_" + name], params
@@ -129,7 +128,6 @@ class PostgresDependencies(PostgresConnections):
         pool = self.check_open()
         try:
             async with pool.connection() as conn, conn.transaction():
-                await conn.execute(self.q["index_plan_here"])  # probes, stats or not
                 if result is not None:
                     queue, job_id, attempts = items[0]
                     params = {

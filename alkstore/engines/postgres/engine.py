@@ -49,7 +49,6 @@ from alkstore.engines.postgres.inserts import (
 from alkstore.engines.postgres.life import PostgresLife
 from alkstore.engines.postgres.listener import Listener
 from alkstore.engines.postgres.migrator import SCHEMA_VERSION, migrate_connection
-from alkstore.engines.postgres.ring import PostgresRing
 from alkstore.engines.postgres.settings import PgSettings
 from alkstore.engines.postgres.transaction import PostgresTransaction
 from alkstore.errors import EngineError, InvalidArgumentError
@@ -66,7 +65,6 @@ class PostgresEngine(
     PostgresLife,
     PostgresDependencies,
     PostgresBulk,
-    PostgresRing,
 ):
     """Storage in one PostgreSQL schema, shared by any number of processes and machines."""
 
@@ -101,7 +99,6 @@ class PostgresEngine(
             raise await self.failure(e, "enqueue") from e
         if mode == "coalesce" and not lead:
             self.send_wake(queue)
-        self._ring_tick(len(ids))
         return ids
 
     async def enqueue_debounced(
@@ -185,9 +182,7 @@ class PostgresEngine(
             "ids": [item[1] for item in items],
             "attempts": [item[2] for item in items],
         }
-        # primary-key probes per partition, statistics or not (index_plan_here)
-        rows = await self._fetchall_planned("index_plan_here", "ack_many", columns)
-        acked = {(row[0], row[1]) for row in rows}
+        acked = {(row[0], row[1]) for row in await self._fetchall("ack_many", columns)}
         if acked and self._limited:
             self._slots_freed({q for q, i, a in items if (i, a) in acked})
         return acked
@@ -259,8 +254,7 @@ class PostgresEngine(
 
     async def ack_batch(self, queue: str, ids: Sequence[int]) -> int:
         id_list = ids if type(ids) is list else list(ids)
-        params = {"queue": queue, "ids": id_list}
-        return len(await self._fetchall_planned("index_plan_here", "ack_batch", params))
+        return await self._rowcount("ack_batch", {"queue": queue, "ids": id_list})
 
     async def cancel(self, queue: str, job_id: int) -> bool:
         return await self._rowcount("cancel", {"id": job_id, "queue": queue}) > 0
@@ -280,7 +274,6 @@ class PostgresEngine(
 
         await run_steps(aging_sweep(), step)  # priority aging, if the queue has it
         await self.purge_life(queue)  # the life rows of jobs that are gone (#24)
-        self._ring_kick()  # the ring's maintenance step, in the background (ring.py)
         return int(row[0]), int(row[1]), int(row[2]), int(row[3])
 
     async def next_wake_in(self, queue: str) -> float | None:

@@ -21,7 +21,6 @@ from alkstore.core.flow import Claimed
 from alkstore.core.job import Row
 from alkstore.core.limited_claim import limited_claim
 from alkstore.core.steps import Rows, run_steps
-from alkstore.engines.postgres.connections import MOVED_TRIES
 from alkstore.engines.postgres.outbox import PostgresOutbox
 
 __all__ = ["PostgresFlowControl"]
@@ -43,30 +42,22 @@ class PostgresFlowControl(PostgresOutbox):
         q = self.q
         key = self.timed({"queue": queue})
         claim = {**key, "worker": worker_id, "exhausted_error": exhausted_error, "gated": False}
-        tries = 0
-        while True:
-            try:
-                async with pool.connection() as conn, conn.transaction():
+        try:
+            async with pool.connection() as conn, conn.transaction():
 
-                    async def step(name: str, params: dict[str, Any]) -> Rows:
-                        if name in ("claim", "claim_ids"):
-                            cur = await conn.execute(q[name], {**claim, **params}, binary=True)
-                        else:
-                            if name == "claim_candidates":  # the pre-claim sweep first
-                                await conn.execute(q["claim"], {**claim, "n": 0})
-                            name = "lock_settings" if name == "settings" else name
-                            cur = await conn.execute(q[name], {**key, **params})
-                        return await cur.fetchall() if cur.description is not None else []
+                async def step(name: str, params: dict[str, Any]) -> Rows:
+                    if name in ("claim", "claim_ids"):
+                        cur = await conn.execute(q[name], {**claim, **params}, binary=True)
+                    else:
+                        if name == "claim_candidates":  # the pre-claim sweep first
+                            await conn.execute(q["claim"], {**claim, "n": 0})
+                        name = "lock_settings" if name == "settings" else name
+                        cur = await conn.execute(q[name], {**key, **params})
+                    return await cur.fetchall() if cur.description is not None else []
 
-                    return await run_steps(limited_claim(n), step)
-            except psycopg.errors.SerializationFailure as e:
-                # a candidate moved by the ring meanwhile (connections.py, _run): the
-                # transaction rolled back whole; the claim runs again
-                tries += 1
-                if tries >= MOVED_TRIES:
-                    raise await self.failure(e, "claim") from e
-            except psycopg.Error as e:
-                raise await self.failure(e, "claim") from e
+                return await run_steps(limited_claim(n), step)
+        except psycopg.Error as e:
+            raise await self.failure(e, "claim") from e
 
     async def _claim_fair(
         self, queue: str, worker_id: str, n: int, exhausted_error: str

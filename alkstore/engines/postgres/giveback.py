@@ -40,7 +40,6 @@ class PostgresGiveBack(PostgresConnections):
             "ids": [job_id for job_id, _ in pairs],
             "attempts": [attempts for _, attempts in pairs],
         }
-        rows = await self._fetchall_planned("index_plan_here", "release_many", params)
-        released = {int(row[0]) for row in rows}
+        released = {int(row[0]) for row in await self._fetchall("release_many", params)}
         self._freed(queue, bool(released))
         return released

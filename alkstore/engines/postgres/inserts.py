@@ -22,19 +22,12 @@ __all__ = ["insert_keyed", "insert_params", "insert_query", "returned_ids", "ste
 
 
 def insert_params(
-    queue: str,
-    payloads: Sequence[bytes],
-    stamps: Stamps,
-    *,
-    wake: bool = False,
-    keep: bool = False,
+    queue: str, payloads: Sequence[bytes], stamps: Stamps, *, wake: bool = False
 ) -> dict[str, Any]:
     """The parameters of ``insert_jobs`` (and, with ``keys``, of ``insert_keyed_jobs``);
-    ``wake``: the insert's transaction also wakes the queue (at its commit); ``keep``:
-    the rows go to the keep partition, not the ring (rows that may live long)."""
+    ``wake``: the insert's transaction also wakes the queue (at its commit)."""
     return {
         "wake": wake,
-        "keep": keep,
         "queue": queue,
         "payloads": payloads if type(payloads) is list else list(payloads),
         "priority": stamps.priority,

@@ -49,20 +49,11 @@ INSERT INTO {schema}.alk_migrations (version, name) VALUES (%(version)s, %(name)
 -- filter, so without it no notification and no notify lock.
 WITH inserted AS (
     INSERT INTO {schema}.alk_jobs (queue, payload, priority, run_at, created_at, max_attempts,
-                                   visibility_timeout_s, retry_base_s, expires_at, partition_key,
-                                   part)
+                                   visibility_timeout_s, retry_base_s, expires_at, partition_key)
     SELECT %(queue)s::text, p, %(priority)s::integer,
            COALESCE(%(run_at)s::timestamptz, {now} + make_interval(secs => %(delay)s::float8)),
            {now}, %(max_attempts)s::integer, %(visibility)s::float8, %(retry_base)s::float8,
-           {now} + make_interval(secs => %(expires_in)s::float8), %(partition_key)s::text,
-           -- the ring's current partition (read once: an InitPlan; not through
-           -- alk_ring_current(), a SQL function whose body would be planned again at
-           -- each statement), or keep (-1) for a row that may live long: delayed, or
-           -- about to be blocked (%(keep)s)
-           CASE WHEN %(keep)s::boolean
-                     OR COALESCE(%(run_at)s::timestamptz,
-                                 {now} + make_interval(secs => %(delay)s::float8)) > {now}
-                THEN -1 ELSE (SELECT r.slot FROM {schema}.alk_ring AS r) END
+           {now} + make_interval(secs => %(expires_in)s::float8), %(partition_key)s::text
     FROM unnest(%(payloads)b::bytea[]) AS p
     RETURNING id
 ), woken AS MATERIALIZED (
@@ -79,20 +70,11 @@ SELECT id FROM inserted WHERE (SELECT count(*) FROM woken) >= 0;
 -- run_at and expires_at resolve against this statement's now().
 WITH inserted AS (
     INSERT INTO {schema}.alk_jobs (queue, payload, priority, run_at, created_at, max_attempts,
-                                   visibility_timeout_s, retry_base_s, expires_at, partition_key,
-                                   part)
+                                   visibility_timeout_s, retry_base_s, expires_at, partition_key)
     SELECT %(queue)s::text, p, %(priority)s::integer,
            COALESCE(%(run_at)s::timestamptz, {now} + make_interval(secs => %(delay)s::float8)),
            {now}, %(max_attempts)s::integer, %(visibility)s::float8, %(retry_base)s::float8,
-           {now} + make_interval(secs => %(expires_in)s::float8), %(partition_key)s::text,
-           -- the ring's current partition (read once: an InitPlan; not through
-           -- alk_ring_current(), a SQL function whose body would be planned again at
-           -- each statement), or keep (-1) for a row that may live long: delayed, or
-           -- about to be blocked (%(keep)s)
-           CASE WHEN %(keep)s::boolean
-                     OR COALESCE(%(run_at)s::timestamptz,
-                                 {now} + make_interval(secs => %(delay)s::float8)) > {now}
-                THEN -1 ELSE (SELECT r.slot FROM {schema}.alk_ring AS r) END
+           {now} + make_interval(secs => %(expires_in)s::float8), %(partition_key)s::text
     FROM unnest(%(payloads)b::bytea[]) AS p
     RETURNING id
 ), touched AS (
@@ -125,7 +107,7 @@ SELECT %(queue)s::text, u.p, %(priority)s::integer,
        {now} + make_interval(secs => %(expires_in)s::float8), %(partition_key)s::text, u.k
 FROM unnest(%(payloads)b::bytea[], %(keys)s::text[]) WITH ORDINALITY AS u(p, k, n)
 ORDER BY u.n
-ON CONFLICT (queue, dedupe_key, part) WHERE dedupe_key IS NOT NULL DO NOTHING
+ON CONFLICT (queue, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
 RETURNING id, dedupe_key;
 
 -- name: insert_keyed_jobs_fair
@@ -146,7 +128,7 @@ WITH inserted AS (
            {now} + make_interval(secs => %(expires_in)s::float8), %(partition_key)s::text, u.k
     FROM unnest(%(payloads)b::bytea[], %(keys)s::text[]) WITH ORDINALITY AS u(p, k, n)
     ORDER BY u.n
-    ON CONFLICT (queue, dedupe_key, part) WHERE dedupe_key IS NOT NULL DO NOTHING
+    ON CONFLICT (queue, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
     RETURNING id, dedupe_key
 ), touched AS (
     -- a fair queue's key cursor for this batch's partition key (core/fair.py): a
@@ -168,9 +150,7 @@ SELECT id, dedupe_key FROM inserted;
 -- with :debounce, pushes its run_at to now + :debounce. A job claimed meanwhile
 -- is not changed: the upsert waits for the claim's row lock, finds the row no
 -- longer pending (out of the index) and inserts the next job instead.
--- RETURNING says which: the id this statement drew for its row (nextval runs
--- for the proposed row before the conflict is found) is the row's only if it
--- was inserted. (xmax, the usual tell, cannot be read from a partitioned table.)
+-- RETURNING says which (xmax is set on a row this statement updated).
 WITH upserted AS (
     INSERT INTO {schema}.alk_jobs AS j (queue, payload, priority, run_at, created_at,
                                         max_attempts, visibility_timeout_s, retry_base_s,
@@ -180,10 +160,10 @@ WITH upserted AS (
             {now}, %(max_attempts)s::integer, %(visibility)s::float8, %(retry_base)s::float8,
             {now} + make_interval(secs => %(expires_in)s::float8), %(partition_key)s::text,
             %(key)s::text)
-    ON CONFLICT (queue, debounce_key, part) WHERE state = 'pending' AND debounce_key IS NOT NULL
+    ON CONFLICT (queue, debounce_key) WHERE state = 'pending' AND debounce_key IS NOT NULL
     DO UPDATE SET payload = excluded.payload,
                   run_at = CASE WHEN %(push)s THEN excluded.run_at ELSE j.run_at END
-    RETURNING j.id, j.id <> currval('{schema}.alk_jobs_id_seq') AS replaced
+    RETURNING j.id, j.xmax <> 0 AS replaced
 )
 SELECT id, replaced FROM upserted;
 
@@ -194,9 +174,7 @@ SELECT id, replaced FROM upserted;
 -- with :debounce, pushes its run_at to now + :debounce. A job claimed meanwhile
 -- is not changed: the upsert waits for the claim's row lock, finds the row no
 -- longer pending (out of the index) and inserts the next job instead.
--- RETURNING says which: the id this statement drew for its row (nextval runs
--- for the proposed row before the conflict is found) is the row's only if it
--- was inserted. (xmax, the usual tell, cannot be read from a partitioned table.)
+-- RETURNING says which (xmax is set on a row this statement updated).
 WITH upserted AS (
     INSERT INTO {schema}.alk_jobs AS j (queue, payload, priority, run_at, created_at,
                                         max_attempts, visibility_timeout_s, retry_base_s,
@@ -206,10 +184,10 @@ WITH upserted AS (
             {now}, %(max_attempts)s::integer, %(visibility)s::float8, %(retry_base)s::float8,
             {now} + make_interval(secs => %(expires_in)s::float8), %(partition_key)s::text,
             %(key)s::text)
-    ON CONFLICT (queue, debounce_key, part) WHERE state = 'pending' AND debounce_key IS NOT NULL
+    ON CONFLICT (queue, debounce_key) WHERE state = 'pending' AND debounce_key IS NOT NULL
     DO UPDATE SET payload = excluded.payload,
                   run_at = CASE WHEN %(push)s THEN excluded.run_at ELSE j.run_at END
-    RETURNING j.id, j.id <> currval('{schema}.alk_jobs_id_seq') AS replaced
+    RETURNING j.id, j.xmax <> 0 AS replaced
 ), touched AS (
     -- a fair queue's key cursor for this batch's partition key (core/fair.py): a
     -- new key starts at the queue's smallest vtime. DO UPDATE (a no-op) takes the
@@ -317,11 +295,8 @@ WITH gate AS MATERIALIZED (
         attempts = j.attempts + 1,
         worker_id = %(worker)s,
         claim_expires_at = {now} + make_interval(secs => j.visibility_timeout_s)
-    -- by an array, not a join: each partition is probed by its primary key (a
-    -- join was planned as a hash join over every partition read whole while the
-    -- partitions had no statistics, as a truncated one has none: docs/postgres.md,
-    -- "The ring")
-    WHERE j.id = ANY(ARRAY(SELECT id FROM chosen))
+    FROM chosen
+    WHERE j.id = chosen.id
     RETURNING j.id, j.queue, j.payload, j.state, j.priority, date_part('epoch', j.run_at),
               date_part('epoch', j.created_at), j.attempts, j.max_attempts,
               j.visibility_timeout_s, j.retry_base_s, date_part('epoch', j.expires_at),
@@ -894,14 +869,7 @@ SELECT refused FROM receipt;
 -- table small and 1,000 probes dear), a cost that grows with the backlog:
 -- 2.6 ms of a 5.9 ms ack of 1,000 at 20,000 queued, ~10x that at 200,000.
 -- `enable_seqscan` off leaves the probes the cheapest plan, custom or generic.
--- jit off with it: a sequential scan left in the plan (alk_ring's one row, read by
--- an insert in the same transaction) costs it 10^10, past jit_above_cost, and
--- compiling the statement took ~56 ms. And the generic plan (a prepared
--- statement's, planned once): over the partitions of alk_jobs the plan cache
--- judged a custom plan cheaper and planned the ack again at every run (~0.4 ms:
--- ack of one row 553 -> 179 us p50 here, the single table's 145).
-SELECT set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true),
-       set_config('plan_cache_mode', 'force_generic_plan', true);
+SELECT set_config('enable_seqscan', 'off', true);
 
 -- name: drop_ack_receipts
 -- A stopping worker's own receipt, and every receipt older than :older_s
@@ -1041,8 +1009,7 @@ FROM fenced WHERE j.id = fenced.id;
 -- made a drain slow down as it went.
 DELETE FROM {schema}.alk_jobs
 WHERE id = ANY(%(ids)b::bigint[]) AND queue = %(queue)s AND (state || '') = 'processing'
-  AND claim_expires_at >= {now}
-RETURNING id;
+  AND claim_expires_at >= {now};
 
 -- name: cancel
 -- alkstore.cancelling (until the commit) tells the dependencies trigger that
@@ -1538,18 +1505,11 @@ SELECT setval(pg_get_serial_sequence('{schema}.alk_jobs', 'id'), %s);
 -- `alkstore doctor` (engines/postgres/health.py): reads of the statistics views.
 
 -- name: health_tables
--- Row statistics of this schema's tables (readable by any role). A partition
--- counts as its table (alk_jobs: the sum over the keep and ring partitions, the
--- latest vacuum of any of them; the partitioned table itself has no row here).
-SELECT COALESCE(p.relname, s.relname)::text, sum(s.n_live_tup)::bigint,
-       sum(s.n_dead_tup)::bigint,
-       min(EXTRACT(EPOCH FROM (now() - s.last_vacuum)))::float8,
-       min(EXTRACT(EPOCH FROM (now() - s.last_autovacuum)))::float8
-FROM pg_stat_user_tables AS s
-LEFT JOIN pg_inherits AS i ON i.inhrelid = s.relid
-LEFT JOIN pg_class AS p ON p.oid = i.inhparent
-WHERE s.schemaname = %(schema)s
-GROUP BY 1 ORDER BY 1;
+-- Row statistics of this schema's tables (readable by any role).
+SELECT relname::text, n_live_tup, n_dead_tup,
+       EXTRACT(EPOCH FROM (now() - last_vacuum))::float8,
+       EXTRACT(EPOCH FROM (now() - last_autovacuum))::float8
+FROM pg_stat_user_tables WHERE schemaname = %(schema)s ORDER BY relname;
 
 -- name: health_xmin
 -- What holds back this database's xmin horizon, oldest first: sessions with a
@@ -1743,66 +1703,3 @@ WITH deleted AS (
 )
 SELECT refused, ARRAY(SELECT id FROM deleted) FROM receipt;
 
-
--- name: ring_state
--- The ring's maintenance step (ring.py), step 1, in its transaction: the ring's
--- row locked, or nothing if another process is at it (SKIP LOCKED); with the
--- ids drawn since the last turn (the jobs the current partition took, near
--- enough: keyed rows draw ids too), the seconds since it, and the size on disk
--- of each ring partition
--- (0: truncated and not written since; from the catalog, no scan).
-SELECT r.slot,
-       COALESCE(pg_sequence_last_value('{schema}.alk_jobs_id_seq'), 0) - r.turned_id,
-       EXTRACT(EPOCH FROM now() - r.turned_at)::float8,
-       ARRAY[pg_relation_size('{schema}.alk_jobs_p0'), pg_relation_size('{schema}.alk_jobs_p1'),
-             pg_relation_size('{schema}.alk_jobs_p2'), pg_relation_size('{schema}.alk_jobs_p3'),
-             pg_relation_size('{schema}.alk_jobs_p4'), pg_relation_size('{schema}.alk_jobs_p5'),
-             pg_relation_size('{schema}.alk_jobs_p6'), pg_relation_size('{schema}.alk_jobs_p7')]
-FROM {schema}.alk_ring AS r
-FOR UPDATE SKIP LOCKED;
-
--- name: ring_move
--- Step 2 (same transaction), when the current partition is full: the pending
--- rows of the next partition that are not due yet (retries in backoff, snoozed
--- jobs) move forward to the current one, so the ring can turn onto it. Due rows
--- stay (a claim takes them soon), processing rows stay (they pin the partition
--- until acked), rows with dependency bits stay (a cross-partition UPDATE is a
--- DELETE and an INSERT: it would fire alk_jobs_gone). SKIP LOCKED: a row a claim
--- or an edit holds is left for the next step; a statement that then meets the
--- moved row fails with SQLSTATE 40001 and is run again (connections.py).
--- {part} is the partition's number (ring.py formats it: pruned at plan time).
-WITH moving AS MATERIALIZED (
-    SELECT id FROM {schema}.alk_jobs
-    WHERE part = {part} AND state = 'pending' AND run_at > {now} AND deps = 0
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-)
-UPDATE {schema}.alk_jobs SET part = %(slot)s::smallint
-WHERE part = {part} AND id IN (SELECT id FROM moving);
-
--- name: ring_has_rows
--- Whether partition {part} holds any row (visible to a new snapshot).
-SELECT EXISTS (SELECT 1 FROM {schema}.alk_jobs WHERE part = {part});
-
--- name: ring_turn
--- Step 3 (same transaction): plain inserts go to partition :slot from now on.
-UPDATE {schema}.alk_ring
-SET slot = %(slot)s::smallint,
-    turned_id = COALESCE(pg_sequence_last_value('{schema}.alk_jobs_id_seq'), 0),
-    turned_at = now();
-
--- name: ring_lock_timeout
--- Truncation of a drained partition, in its own transaction: its lock, waited
--- for at most 50 ms (a claim queues behind this request meanwhile; on timeout
--- the truncation is skipped and tried again later), then ring_has_rows again
--- under the lock (an insert that read the ring before it turned may have
--- written there), then ring_truncate.
-SET LOCAL lock_timeout = '50ms';
-
--- name: ring_lock
--- The partition's lock, after ring_lock_timeout in the same transaction.
-LOCK TABLE {schema}.alk_jobs_p{part} IN ACCESS EXCLUSIVE MODE;
-
--- name: ring_truncate
--- The drained partition emptied by a new file: no dead tuple left, xmin or not.
-TRUNCATE {schema}.alk_jobs_p{part};

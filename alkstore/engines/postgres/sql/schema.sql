@@ -9,45 +9,20 @@
 -- Live jobs: the hot table. Every job is inserted, updated once per claim
 -- (plus retries and heartbeats) and deleted, so the table is all churn.
 --
--- Schema version 13 (migrations 0012_ring_prepare, 0013_ring): alk_jobs is LIST-partitioned on
--- `part` so that churn is freed by TRUNCATE instead of vacuum (docs/postgres.md,
--- "The ring"). Plain jobs go to the ring's current partition (alk_jobs_p0 ..
--- alk_jobs_p7, `part` 0..7, chosen by the insert from alk_ring); the engine's
--- maintenance step (ring.py) turns the ring every ~1,000 jobs onto the next
--- partition once it is empty and truncates the drained ones. Everything that may
--- live long or must be unique goes to alk_jobs_keep (`part` -1): rows with a
--- dedupe or debounce key, rows blocked on dependencies, rows delayed at enqueue,
--- requeued dead letters, and every row an insert does not place (the DEFAULT:
--- a process of an older version does not name `part`).
+-- fillfactor = 70 leaves 30% of each heap page free. The claim UPDATE changes
+-- `state`, which the partial indexes below are defined on, so it cannot be a
+-- HOT update; but with free room on the page PostgreSQL still writes the new
+-- row version on the same page (one page dirtied and WAL-logged instead of two),
+-- and retry/heartbeat updates that land on a page with room stay local too.
 --
--- Partitioned tables cannot have identity columns (PostgreSQL 15): ids come from
--- alk_jobs_id_seq. A unique index of the parent must hold `part`: keyed rows
--- always live in part -1 (alk_jobs_keyed), so (queue, dedupe_key, part) is as
--- unique as (queue, dedupe_key) was. The primary key is each partition's own,
--- on (id) alone, not the parent's (id, part): a unique index on id is what tells
--- the planner that `id = ANY(:ids)` finds at most one row per id in each
--- partition, so acks and claims by id probe the indexes even before the
--- partitions are analyzed (with (id, part) it assumed half the table and read
--- every partition whole: docs/postgres.md, "The ring"). Ids are unique across
--- partitions because they all come from the one sequence.
---
--- fillfactor = 70 (on each partition: a partitioned table has no storage) leaves
--- 30% of each heap page free. The claim UPDATE changes `state`, which the
--- partial indexes below are defined on, so it cannot be a HOT update; but with
--- free room on the page PostgreSQL still writes the new row version on the same
--- page (one page dirtied and WAL-logged instead of two), and retry/heartbeat
--- updates that land on a page with room stay local too.
---
--- Autovacuum (still what clears a partition the ring cannot truncate yet, and
--- the keep partition): the defaults wait until 20% of the table is dead (scale
--- factor 0.2), which for a queue means the claim index fills with dead entries
--- at its front and every claim walks over them. Vacuum instead after a fixed
+-- Autovacuum: the defaults wait until 20% of the table is dead (scale factor
+-- 0.2), which for a queue means the claim index fills with dead entries at
+-- its front and every claim walks over them. Vacuum instead after a fixed
 -- 1000 dead rows + 1% of the table, without cost-based sleeping (the table is
 -- small when healthy, so a vacuum is cheap), and analyze often enough that
 -- the planner knows the table is small and keeps choosing the claim index.
-CREATE SEQUENCE {schema}.alk_jobs_id_seq;
 CREATE TABLE {schema}.alk_jobs (
-    id                   bigint           NOT NULL DEFAULT nextval('{schema}.alk_jobs_id_seq'),
+    id                   bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     queue                text             NOT NULL,
     payload              bytea            NOT NULL,
     state                text             NOT NULL DEFAULT 'pending'
@@ -73,14 +48,8 @@ CREATE TABLE {schema}.alk_jobs (
     -- a blocked job's count of parents not yet finished (NULL: never blocked); schema v8
     waiting              integer,
     -- bit 1: has dependents, bit 2: has parents (0: the plain path); schema v8
-    deps                 smallint         NOT NULL DEFAULT 0,
-    -- the storage partition: -1 keep, 0..7 the ring; schema v13
-    part                 smallint         NOT NULL DEFAULT -1,
-    -- a keyed row in a ring partition is a missed insert path: fail it loudly
-    CONSTRAINT alk_jobs_keyed CHECK ((dedupe_key IS NULL AND debounce_key IS NULL) OR part = -1)
-) PARTITION BY LIST (part);
-ALTER SEQUENCE {schema}.alk_jobs_id_seq OWNED BY {schema}.alk_jobs.id;
-CREATE TABLE {schema}.alk_jobs_keep PARTITION OF {schema}.alk_jobs (PRIMARY KEY (id)) FOR VALUES IN (-1) WITH (
+    deps                 smallint         NOT NULL DEFAULT 0
+) WITH (
     fillfactor = 70,
     autovacuum_vacuum_scale_factor = 0.01,
     autovacuum_vacuum_threshold = 1000,
@@ -89,96 +58,6 @@ CREATE TABLE {schema}.alk_jobs_keep PARTITION OF {schema}.alk_jobs (PRIMARY KEY 
     autovacuum_analyze_scale_factor = 0.02,
     autovacuum_analyze_threshold = 1000
 );
--- The ring: eight partitions, one of which takes the plain inserts.
-CREATE TABLE {schema}.alk_jobs_p0 PARTITION OF {schema}.alk_jobs (PRIMARY KEY (id)) FOR VALUES IN (0) WITH (
-    fillfactor = 70,
-    autovacuum_vacuum_scale_factor = 0.01,
-    autovacuum_vacuum_threshold = 1000,
-    autovacuum_vacuum_insert_scale_factor = 0.05,
-    autovacuum_vacuum_cost_delay = 0,
-    autovacuum_analyze_scale_factor = 0.02,
-    autovacuum_analyze_threshold = 1000
-);
-CREATE TABLE {schema}.alk_jobs_p1 PARTITION OF {schema}.alk_jobs (PRIMARY KEY (id)) FOR VALUES IN (1) WITH (
-    fillfactor = 70,
-    autovacuum_vacuum_scale_factor = 0.01,
-    autovacuum_vacuum_threshold = 1000,
-    autovacuum_vacuum_insert_scale_factor = 0.05,
-    autovacuum_vacuum_cost_delay = 0,
-    autovacuum_analyze_scale_factor = 0.02,
-    autovacuum_analyze_threshold = 1000
-);
-CREATE TABLE {schema}.alk_jobs_p2 PARTITION OF {schema}.alk_jobs (PRIMARY KEY (id)) FOR VALUES IN (2) WITH (
-    fillfactor = 70,
-    autovacuum_vacuum_scale_factor = 0.01,
-    autovacuum_vacuum_threshold = 1000,
-    autovacuum_vacuum_insert_scale_factor = 0.05,
-    autovacuum_vacuum_cost_delay = 0,
-    autovacuum_analyze_scale_factor = 0.02,
-    autovacuum_analyze_threshold = 1000
-);
-CREATE TABLE {schema}.alk_jobs_p3 PARTITION OF {schema}.alk_jobs (PRIMARY KEY (id)) FOR VALUES IN (3) WITH (
-    fillfactor = 70,
-    autovacuum_vacuum_scale_factor = 0.01,
-    autovacuum_vacuum_threshold = 1000,
-    autovacuum_vacuum_insert_scale_factor = 0.05,
-    autovacuum_vacuum_cost_delay = 0,
-    autovacuum_analyze_scale_factor = 0.02,
-    autovacuum_analyze_threshold = 1000
-);
-CREATE TABLE {schema}.alk_jobs_p4 PARTITION OF {schema}.alk_jobs (PRIMARY KEY (id)) FOR VALUES IN (4) WITH (
-    fillfactor = 70,
-    autovacuum_vacuum_scale_factor = 0.01,
-    autovacuum_vacuum_threshold = 1000,
-    autovacuum_vacuum_insert_scale_factor = 0.05,
-    autovacuum_vacuum_cost_delay = 0,
-    autovacuum_analyze_scale_factor = 0.02,
-    autovacuum_analyze_threshold = 1000
-);
-CREATE TABLE {schema}.alk_jobs_p5 PARTITION OF {schema}.alk_jobs (PRIMARY KEY (id)) FOR VALUES IN (5) WITH (
-    fillfactor = 70,
-    autovacuum_vacuum_scale_factor = 0.01,
-    autovacuum_vacuum_threshold = 1000,
-    autovacuum_vacuum_insert_scale_factor = 0.05,
-    autovacuum_vacuum_cost_delay = 0,
-    autovacuum_analyze_scale_factor = 0.02,
-    autovacuum_analyze_threshold = 1000
-);
-CREATE TABLE {schema}.alk_jobs_p6 PARTITION OF {schema}.alk_jobs (PRIMARY KEY (id)) FOR VALUES IN (6) WITH (
-    fillfactor = 70,
-    autovacuum_vacuum_scale_factor = 0.01,
-    autovacuum_vacuum_threshold = 1000,
-    autovacuum_vacuum_insert_scale_factor = 0.05,
-    autovacuum_vacuum_cost_delay = 0,
-    autovacuum_analyze_scale_factor = 0.02,
-    autovacuum_analyze_threshold = 1000
-);
-CREATE TABLE {schema}.alk_jobs_p7 PARTITION OF {schema}.alk_jobs (PRIMARY KEY (id)) FOR VALUES IN (7) WITH (
-    fillfactor = 70,
-    autovacuum_vacuum_scale_factor = 0.01,
-    autovacuum_vacuum_threshold = 1000,
-    autovacuum_vacuum_insert_scale_factor = 0.05,
-    autovacuum_vacuum_cost_delay = 0,
-    autovacuum_analyze_scale_factor = 0.02,
-    autovacuum_analyze_threshold = 1000
-);
-
--- The ring's state, one row: `slot` is the partition plain inserts go to;
--- `turned_id` is alk_jobs_id_seq's value when it turned (ids drawn since then
--- are the jobs the slot took, near enough); the maintenance step locks this
--- row (FOR UPDATE SKIP LOCKED) so one process at a time turns and truncates.
-CREATE TABLE {schema}.alk_ring (
-    one       boolean     PRIMARY KEY DEFAULT true CHECK (one),
-    slot      smallint    NOT NULL CHECK (slot BETWEEN 0 AND 7),
-    turned_id bigint      NOT NULL,
-    turned_at timestamptz NOT NULL
-);
-INSERT INTO {schema}.alk_ring (slot, turned_id, turned_at) VALUES (0, 0, now());
-
--- The partition a plain insert goes to. Called as a scalar subquery,
--- (SELECT alk_ring_current()), so a statement reads it once, not once per row.
-CREATE FUNCTION {schema}.alk_ring_current() RETURNS smallint
-LANGUAGE sql STABLE AS $f$SELECT slot FROM {schema}.alk_ring$f$;
 
 -- The claim's pending arm: claimable rows of one queue in claim order
 -- (priority DESC, run_at, id). Partial, so processing rows (in flight) are not
@@ -241,9 +120,7 @@ CREATE INDEX alk_dead_died ON {schema}.alk_dead (queue, died_at);
 -- processing), so a unique index over it is exactly "one live job per key and
 -- queue": INSERT ... ON CONFLICT DO NOTHING makes the database the judge.
 -- Adding a NULL column with no default is a catalog change only.
--- Schema v13: with `part` (a unique index of a partitioned table must hold the
--- partition key); keyed rows are all in part -1, so the key is still unique.
-CREATE UNIQUE INDEX alk_jobs_dedupe ON {schema}.alk_jobs (queue, dedupe_key, part)
+CREATE UNIQUE INDEX alk_jobs_dedupe ON {schema}.alk_jobs (queue, dedupe_key)
     WHERE dedupe_key IS NOT NULL;
 
 -- Windowed keys: a key enqueued with dedupe_window_s stays taken until
@@ -345,8 +222,7 @@ CREATE TABLE {schema}.alk_ack_receipts (
 
 -- One PENDING job per debounce key: a claimed job leaves the index, so the next
 -- enqueue inserts the next job instead of changing the one that runs.
--- Schema v13: with `part`, as alk_jobs_dedupe.
-CREATE UNIQUE INDEX alk_jobs_debounce ON {schema}.alk_jobs (queue, debounce_key, part)
+CREATE UNIQUE INDEX alk_jobs_debounce ON {schema}.alk_jobs (queue, debounce_key)
     WHERE state = 'pending' AND debounce_key IS NOT NULL;
 
 -- A fair claim's probe of one key: its best due pending jobs in claim order.
