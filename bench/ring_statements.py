@@ -8,6 +8,7 @@
     RS_PLAN=1 ... --explain       # the claim's generic plan as run (auto_explain)
     RS_PLAN=stats ... --explain   # log_executor_stats of five claims (elapsed)
     RS_CUSTOM=1 ...               # plan at every run (force_custom_plan), a diagnosis
+    ... --no-arms    # claims without their sweep and lapsed arms (main and the parent layouts)
 
 This checkout's code must be main's layout (one ``alk_jobs`` table); ``--ring-src``
 is a checkout of the ring as built (``da6c864``): a subprocess runs it through
@@ -120,7 +121,7 @@ def literal_parts(q: dict[str, str], parts: str) -> dict[str, str]:
     )
     claim = claim.replace("WHERE j.id = ANY(", f"WHERE j.{cond} AND j.id = ANY(")
     ack = q["ack_many"].replace("WHERE j.id = f.id", f"WHERE j.{cond} AND j.id = f.id")
-    assert claim.count(cond) == 4 and ack != q["ack_many"]
+    assert claim.count(cond) in (2, 4) and ack != q["ack_many"]  # 2: without the arms
     return {"claim": claim, "ack_many": ack, "insert_jobs": q["insert_jobs"]}
 
 
@@ -377,6 +378,12 @@ def main() -> None:
     parser.add_argument("--locks", action="store_true")
     parser.add_argument("--explain", action="store_true")
     parser.add_argument(
+        "--no-arms",
+        action="store_true",
+        help="every claim without its sweep and lapsed arms (claim_in_wake.py's 'neither');"
+        " the layouts built on one parent only",
+    )
+    parser.add_argument(
         "--async-commit",
         action="store_true",
         help="synchronous_commit off in every session: the statements' cost without the flush",
@@ -400,6 +407,8 @@ def main() -> None:
         "slim1",
         "slim2",
     ]
+    if args.no_arms:  # direct() splits the claim at its arms
+        ring_kinds = ["ring9", "det2", "lit2", "param2"]
     if args.only:  # a schema each
         ring_kinds = [k for k in ring_kinds if k in args.only.split(",")]
     s_main = f"rs_main_{tag}"
@@ -426,6 +435,22 @@ def main() -> None:
         with open(dump) as f:
             qr = json.load(f)
     admin = psycopg.connect(args.url, autocommit=True)
+    try:
+        _measure(args, admin, s_main, s, qm, qr)
+    finally:
+        for name in (s_main, *s.values()):
+            admin.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+        admin.close()
+
+
+def _measure(
+    args: argparse.Namespace,
+    admin: psycopg.Connection[Any],
+    s_main: str,
+    s: dict[str, str],
+    qm: dict[str, str],
+    qr: dict[str, dict[str, str]],
+) -> None:
     if "det2" in s:
         for k in range(1, 8):
             admin.execute(
@@ -464,6 +489,12 @@ def main() -> None:
         "slim1": lambda q, name: direct(q, name, ["alk_jobs_p0"]),
         "slim2": lambda q, name: direct(q, name, ["alk_jobs_p1", "alk_jobs_p0"]),
     }
+    if args.no_arms:
+        from claim_in_wake import variants
+
+        qm["claim"] = variants(qm["claim"], s_main)["neither"]
+        for name in s.values():
+            qr[name]["claim"] = variants(qr[name]["claim"], name)["neither"]
     layouts = {"main": qm} | {k: make[k](qr[name], name) for k, name in s.items()}
     session = SESSION + (("SET synchronous_commit TO off",) if args.async_commit else ())
     if os.environ.get("RS_CUSTOM"):  # a diagnosis: plan at every run
@@ -498,9 +529,6 @@ def main() -> None:
     finally:
         for lay in runs:
             lay.conn.close()
-        for name in (s_main, *s.values()):
-            admin.execute(f'DROP SCHEMA "{name}" CASCADE')
-        admin.close()
 
 
 if __name__ == "__main__":
