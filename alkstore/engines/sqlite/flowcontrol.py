@@ -66,13 +66,27 @@ def _heads(
     lapsed: bool,
 ) -> Rows:
     """``fair_heads``: every key's heads read by one statement, each key's own limit
-    and claim order kept here; one more statement only if some key had none."""
+    and claim order kept here; one more statement only if some key had none.
+    When every key is read one head deep from the pending jobs alone (a claim of
+    ``n`` over more than ``n`` keys of equal weight), a scalar probe per key
+    gives it (``fair_head_first``: no join back to the table, no sort here)."""
     params = {"queue": queue, "now": now, "keys": json.dumps(keys), "most": max(limits)}
+    if not lapsed and params["most"] == 1:
+        first = dict(conn.execute(Q["fair_head_first"], params).fetchall())
+        empty = [key for key in keys if first[key] is None]
+        live = set()
+        if empty:
+            params["keys"] = json.dumps(empty)
+            live = {key for (key,) in conn.execute(Q["fair_live"], params)}
+        return [
+            (key, first[key], True) if first[key] is not None else (key, None, key in live)
+            for key in keys
+        ]
+    rows: Rows = []
     found: dict[str, list[tuple[int, float, int]]] = {key: [] for key in keys}
     statement = Q["fair_heads" if lapsed else "fair_heads_pending"]
     for key, job_id, priority, run_at in conn.execute(statement, params):
         found[key].append((-priority, run_at, job_id))
-    rows: Rows = []
     empty = [key for key in keys if not found[key]]
     live = set()
     if empty:
