@@ -327,11 +327,12 @@ FROM gate WHERE (limited OR fair) AND NOT paused AND %(gated)s;
 -- bench/claim_in_wake.py). Otherwise it claims nothing and returns one marker
 -- row (id NULL; state 'gated' when the settings row is in the way, else
 -- 'lapsed'): the engine runs `claim`, which decides as before (and claims a
--- gated queue with `claim` from then on, until it claims plainly again). Both checks read the statement's snapshot at its now:
--- a claim lapses by the clock, not by a commit, so `claim` run instead would
--- have seen the same lapsed rows (a row another session holds locked only
--- sends it to `claim`, which skips it). ANY(ARRAY(...)) picks once (an
--- InitPlan): the UPDATE never sees more than :n rows.
+-- gated queue with `claim` from then on, until it claims plainly again).
+-- Both checks read the statement's snapshot at its now: a claim lapses by the
+-- clock, not by a commit, so `claim` run instead would have seen the same
+-- lapsed rows (a row another session holds locked only sends it to `claim`,
+-- which skips it). `chosen` is MATERIALIZED, as in
+-- `claim`: the pick runs once, the UPDATE never sees more than :n rows.
 -- The claim waits for its WAL flush, as `claim` does.
 WITH open AS MATERIALIZED (
     SELECT EXISTS (SELECT 1 FROM {schema}.alk_queues
@@ -345,20 +346,22 @@ WITH open AS MATERIALIZED (
                      AND claim_expires_at < {now}
                      AND (attempts >= max_attempts OR expires_at IS NULL
                           OR expires_at > {now})) AS lapsed
+), chosen AS MATERIALIZED (
+    SELECT id FROM {schema}.alk_jobs
+    WHERE queue = %(queue)s AND state = 'pending' AND run_at <= {now}
+      AND (expires_at IS NULL OR expires_at > {now})
+      AND (SELECT NOT (gate OR lapsed) FROM open)
+    ORDER BY priority DESC, run_at, id
+    LIMIT %(n)s
+    FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE {schema}.alk_jobs AS j
     SET state = 'processing',
         attempts = j.attempts + 1,
         worker_id = %(worker)s,
         claim_expires_at = {now} + make_interval(secs => j.visibility_timeout_s)
-    WHERE j.id = ANY(ARRAY(
-        SELECT id FROM {schema}.alk_jobs
-        WHERE queue = %(queue)s AND state = 'pending' AND run_at <= {now}
-          AND (expires_at IS NULL OR expires_at > {now})
-          AND (SELECT NOT (gate OR lapsed) FROM open)
-        ORDER BY priority DESC, run_at, id
-        LIMIT %(n)s
-        FOR UPDATE SKIP LOCKED))
+    FROM chosen
+    WHERE j.id = chosen.id
     RETURNING j.id, j.queue, j.payload, j.state, j.priority, date_part('epoch', j.run_at),
               date_part('epoch', j.created_at), j.attempts, j.max_attempts,
               j.visibility_timeout_s, j.retry_base_s, date_part('epoch', j.expires_at),
