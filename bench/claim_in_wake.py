@@ -13,6 +13,8 @@ queue API, then times one claim of it, the kinds taking turns round by round:
 - ``no swept``: without the arm that buries lapsed claims with no attempts left;
 - ``no lapsed``: without the arm that takes over lapsed claims (and its notes);
 - ``neither``: without both;
+- ``lean``: the engine's ``claim_lean`` (the claim when no settings row gates the
+  queue and no claim of it lapsed: no arms), if the checkout has it;
 - ``bare``: the claim as a bare ``UPDATE … WHERE id = ANY(ARRAY(SELECT … FOR
   UPDATE SKIP LOCKED))`` returning three columns (the peers' and raw SQL's shape).
 
@@ -75,9 +77,11 @@ def variants(claim: str, schema: str) -> dict[str, str]:
 async def main(url: str, rounds: int) -> None:
     schema = "bench_wake_" + uuid.uuid4().hex[:8]
     store = await alkstore.connect(url, schema=schema)
-    raw: Any = store._engine.q["claim"]  # type: ignore[attr-defined]
-    claim = raw.decode() if isinstance(raw, bytes) else str(raw)
+    q: Any = store._engine.q  # type: ignore[attr-defined]
+    claim = q["claim"].decode() if isinstance(q["claim"], bytes) else str(q["claim"])
     sqls = variants(claim, schema)
+    if "claim_lean" in q:  # the claim when nothing is in its way (no gate, none lapsed)
+        sqls["lean"] = q["claim_lean"]
     conns = {k: await psycopg.AsyncConnection.connect(url, autocommit=True) for k in sqls}
     kinds = ["api", *sqls]
     queues = {k: store.queue("q" + str(i)) for i, k in enumerate(kinds)}

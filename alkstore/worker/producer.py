@@ -212,27 +212,39 @@ class Producer:
         """Claim from each queue in turn until ``want`` jobs are held; how many are missing."""
         for i in range(len(queues)):
             queue = queues[(turn + i) % len(queues)]
-            sent = time.monotonic()
-            handles, hold = await self.db.call(queue.claim_held(self.worker_id, want), "claim")
-            loop.held(hold)  # a rate limit held this queue back until then
-            if handles and self.metrics is not None:
-                now = time.time()
-                self.metrics.claimed(
-                    queue.name, len(handles), (now - h.job.run_at.timestamp() for h in handles)
-                )
-            if self.claim_cap is not None and len(handles) == want:
-                # full: more to claim. Taken in two loop turns from now, after the
-                # next claim's task sent it (its first step is queued behind this)
-                self.deferred.append((handles, sent))
-                self.taking += want
+            # the claim's own task takes its jobs in: a woken idle worker's handler task
+            # is created as the rows arrive, not two loop turns later when this task
+            # resumes (a claim given up on is cancelled at its await: it takes nothing)
+            got = await self.db.call(self._claim_and_take(loop, queue, want), "claim")
+            if got < 0:  # a full claim of a batch task, put aside in ``deferred``
+                got = want
+                # taken in two loop turns from now, after the next claim's task sent
+                # it (its first step is queued behind this)
                 running = asyncio.get_running_loop()
                 running.call_soon(running.call_soon, self._take_later)
-            else:
-                self._take(handles, sent)
-            want -= len(handles)
+            want -= got
             if want == 0:
                 break
         return want
+
+    async def _claim_and_take(self, loop: ClaimLoop, queue: Queue, want: int) -> int:
+        """One claim of up to ``want`` jobs of ``queue``, taken in: how many it got, or
+        -1 when it got ``want`` and there are batch tasks (more to claim: the jobs wait
+        in ``deferred`` for the producer to send the next claim first)."""
+        sent = time.monotonic()
+        handles, hold = await queue.claim_held(self.worker_id, want)
+        loop.held(hold)  # a rate limit held this queue back until then
+        if handles and self.metrics is not None:
+            now = time.time()
+            self.metrics.claimed(
+                queue.name, len(handles), (now - h.job.run_at.timestamp() for h in handles)
+            )
+        if self.claim_cap is not None and len(handles) == want:
+            self.deferred.append((handles, sent))
+            self.taking += want
+            return -1
+        self._take(handles, sent)
+        return len(handles)
 
     # -- the slots --------------------------------------------------------------------
     def _take_later(self) -> None:

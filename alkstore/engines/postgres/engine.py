@@ -76,6 +76,9 @@ class PostgresEngine(
         self._limited: set[str] = set()
         # queues last seen fair without limits: their claims go straight to fair_claim
         self._fair: set[str] = set()
+        # queues whose settings row (paused, limits, fairness) stopped claim_lean:
+        # claimed with `claim` until a claim of theirs goes through plainly again
+        self._gated: set[str] = set()
         # whether the planner has statistics for fair_claim's tables, and when asked
         self._fair_stats: tuple[bool, float] | None = None
 
@@ -155,7 +158,16 @@ class PostgresEngine(
             "exhausted_error": exhausted_error,
             "gated": True,
         }
-        rows = await self._claim_rows("claim", params)
+        if queue in self._gated:
+            rows = await self._claim_rows("claim", params)
+        else:  # nothing in its way: the pending arm alone (no marker); else `claim` decides
+            rows = await self._claim_rows("claim_lean", params)
+            if not rows or rows[-1][0] is not None:
+                self._limited.discard(queue)
+                return Claimed(rows)
+            if rows[-1][3] == "gated":
+                self._gated.add(queue)
+            rows = await self._claim_rows("claim", params)
         if rows and rows[-1][0] is None:  # the marker row: a limited or fair queue
             if rows[-1][3] == "fair":  # fair, not paused, no limits: fair_claim from now on
                 self._fair.add(queue)
@@ -166,6 +178,8 @@ class PostgresEngine(
                 self._limited.add(queue)
             return claimed
         self._limited.discard(queue)
+        if rows:  # claimed with no gate in the way: claim_lean from now on
+            self._gated.discard(queue)
         return Claimed(rows)
 
     async def ack_many(self, items: Sequence[tuple[str, int, int]]) -> set[tuple[int, int]]:

@@ -614,3 +614,48 @@ async def test_the_claim_waits_for_the_flush(
         assert len(rows) == 1
         inside = await (await conn.execute("SHOW synchronous_commit")).fetchone()
     assert inside == ("on",)
+
+
+async def test_the_lean_claim_steps_aside_for_a_lapsed_claim(
+    pg_url: str, schema: str, stores: list[alkstore.Store], admin: psycopg.AsyncConnection[Any]
+) -> None:
+    # claim_lean has no takeover arm: with a lapsed claim of the queue it claims
+    # nothing and says so, and the engine's claim (the full statement) takes the
+    # lapsed job over first, in claim order, before the pending one.
+    store = await _open(stores, pg_url, schema)
+    q = store.queue("lean")
+    first = await q.enqueue(b"a")
+    held = await q.claim_one("w1")
+    assert held is not None and held.job.id == first
+    second = await q.enqueue(b"b")
+    await admin.execute(
+        sql.SQL(
+            "UPDATE {}.alk_jobs SET claim_expires_at = now() - interval '1 second' WHERE id = %s"
+        ).format(sql.Identifier(schema)),
+        (first,),
+    )
+    engine = _engine(store)
+    params = {"queue": "lean", "worker": "w2", "n": 2, "exhausted_error": "e", "gated": True}
+    rows = await (await admin.execute(engine.q["claim_lean"], params)).fetchall()
+    assert [(row[0], row[3]) for row in rows] == [(None, "lapsed")]
+    assert (await q.get_job(second)).state == "pending"  # type: ignore[union-attr]
+    taken = await q.claim_batch("w2", 2)
+    assert [(h.job.id, h.job.attempts) for h in taken] == [(first, 2), (second, 1)]
+
+
+async def test_a_gated_queue_is_claimed_with_the_full_claim_until_it_claims_plainly(
+    pg_url: str, schema: str, stores: list[alkstore.Store], admin: psycopg.AsyncConnection[Any]
+) -> None:
+    store = await _open(stores, pg_url, schema)
+    q = store.queue("gate")
+    engine = _engine(store)
+    await q.enqueue(b"x")
+    await q.pause()
+    params = {"queue": "gate", "worker": "w", "n": 1, "exhausted_error": "e", "gated": True}
+    rows = await (await admin.execute(engine.q["claim_lean"], params)).fetchall()
+    assert [(row[0], row[3]) for row in rows] == [(None, "gated")]
+    assert await q.claim_batch("w", 1) == []
+    assert "gate" in engine._gated
+    await q.resume()
+    assert len(await q.claim_batch("w", 1)) == 1
+    assert "gate" not in engine._gated
