@@ -34,6 +34,39 @@ WHERE a = :a;
     }
 
 
+def test_a_fragment_stands_where_a_query_names_it_and_is_no_query_itself() -> None:
+    text = """
+-- fragment: pick
+-- What both queries pick.
+SELECT id FROM t WHERE a = '{}'
+
+-- name: one
+WITH p AS ({pick}) SELECT * FROM p;
+
+-- name: two
+DELETE FROM t WHERE id IN ({pick});
+"""
+    assert parse_queries(text) == {
+        "one": "WITH p AS (SELECT id FROM t WHERE a = '{}') SELECT * FROM p",
+        "two": "DELETE FROM t WHERE id IN (SELECT id FROM t WHERE a = '{}')",
+    }
+
+
+def test_a_fragment_no_query_uses_or_one_defined_twice_is_an_error() -> None:
+    with pytest.raises(ValueError, match="fragment 'lost' is used by no query"):
+        parse_queries("-- fragment: lost\nSELECT 1;\n-- name: q\nSELECT 2;")
+    with pytest.raises(ValueError, match="fragment 'f' is defined twice"):
+        parse_queries("-- fragment: f\nSELECT 1;\n-- fragment: f\nSELECT 2;\n-- name: q\n{f}")
+
+
+def test_claim_and_claim_lean_share_one_update() -> None:
+    queries = load_queries("alkstore.engines.postgres")
+    update = queries["claim_lean"][queries["claim_lean"].index("UPDATE {schema}.alk_jobs AS j") :]
+    update = update[: update.index("\n)")]
+    assert "RETURNING j.id" in update and update in queries["claim"]
+    assert "{claim_update}" not in queries["claim"] + queries["claim_lean"]
+
+
 def test_an_empty_query_is_an_error() -> None:
     with pytest.raises(ValueError, match="'empty'"):
         parse_queries("-- name: empty\n-- only a comment\n\n-- name: next\nSELECT 1;")

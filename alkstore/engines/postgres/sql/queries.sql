@@ -226,6 +226,22 @@ UPDATE {schema}.alk_dedupe AS d SET job_id = u.id
 FROM unnest(%(keys)s::text[], %(ids)s::bigint[]) AS u(k, id)
 WHERE d.queue = %(queue)s AND d.dedupe_key = u.k;
 
+-- fragment: claim_update
+-- The UPDATE of `claim` and `claim_lean`: the rows of `chosen` become this
+-- worker's claims, returned as the engine decodes a claimed job.
+UPDATE {schema}.alk_jobs AS j
+SET state = 'processing',
+    attempts = j.attempts + 1,
+    worker_id = %(worker)s,
+    claim_expires_at = {now} + make_interval(secs => j.visibility_timeout_s)
+FROM chosen
+WHERE j.id = chosen.id
+RETURNING j.id, j.queue, j.payload, j.state, j.priority, date_part('epoch', j.run_at),
+          date_part('epoch', j.created_at), j.attempts, j.max_attempts,
+          j.visibility_timeout_s, j.retry_base_s, date_part('epoch', j.expires_at),
+          j.worker_id, date_part('epoch', j.claim_expires_at), j.last_error,
+          NULL::float8 AS died_at, j.dedupe_key
+
 -- name: claim
 -- The pre-claim exhausted sweep and the claim, one statement (one transaction):
 --   swept/buried: lapsed claims with no attempts left move to dead;
@@ -290,18 +306,7 @@ WITH gate AS MATERIALIZED (
     ORDER BY priority DESC, run_at, id
     LIMIT %(n)s
 ), claimed AS (
-    UPDATE {schema}.alk_jobs AS j
-    SET state = 'processing',
-        attempts = j.attempts + 1,
-        worker_id = %(worker)s,
-        claim_expires_at = {now} + make_interval(secs => j.visibility_timeout_s)
-    FROM chosen
-    WHERE j.id = chosen.id
-    RETURNING j.id, j.queue, j.payload, j.state, j.priority, date_part('epoch', j.run_at),
-              date_part('epoch', j.created_at), j.attempts, j.max_attempts,
-              j.visibility_timeout_s, j.retry_base_s, date_part('epoch', j.expires_at),
-              j.worker_id, date_part('epoch', j.claim_expires_at), j.last_error,
-              NULL::float8 AS died_at, j.dedupe_key
+    {claim_update}
 ), announced AS MATERIALIZED (
     -- a lapsed claim taken over: tell the worker still holding it (delivered at commit)
     SELECT pg_notify(%(queue)s, 'reclaimed:' || c.id || ':' || c.attempts)
@@ -355,18 +360,7 @@ WITH open AS MATERIALIZED (
     LIMIT %(n)s
     FOR UPDATE SKIP LOCKED
 ), claimed AS (
-    UPDATE {schema}.alk_jobs AS j
-    SET state = 'processing',
-        attempts = j.attempts + 1,
-        worker_id = %(worker)s,
-        claim_expires_at = {now} + make_interval(secs => j.visibility_timeout_s)
-    FROM chosen
-    WHERE j.id = chosen.id
-    RETURNING j.id, j.queue, j.payload, j.state, j.priority, date_part('epoch', j.run_at),
-              date_part('epoch', j.created_at), j.attempts, j.max_attempts,
-              j.visibility_timeout_s, j.retry_base_s, date_part('epoch', j.expires_at),
-              j.worker_id, date_part('epoch', j.claim_expires_at), j.last_error,
-              NULL::float8 AS died_at, j.dedupe_key
+    {claim_update}
 )
 SELECT * FROM claimed
 UNION ALL
