@@ -206,30 +206,6 @@ async def _here(url: str, schema: str, jobs: int, c: int, postmaster: int) -> tu
         wt._fill = fill
 
 
-def _worker_process(
-    url: str, schema: str, c: int, log: str, idx: int, counts: Any, go: Any, out: Any
-) -> None:
-    import worker_throughput as wt
-
-    wt._configure_logging(log)
-
-    def on_job() -> None:
-        counts[idx] += 1
-
-    app, _ = wt._app(url, schema, on_job)
-    worker = app.worker(concurrency=c)  # SIGTERM stops it gracefully
-
-    async def main() -> None:
-        await app.connect()
-        go.wait()
-        cpu0 = time.process_time()
-        async with app:
-            await worker.run()
-        out.put((worker.counts["success"], time.process_time() - cpu0, time.time()))
-
-    asyncio.run(main())
-
-
 def _procs(
     url: str, schema: str, jobs: int, c: int, procs: int, log: str, postmaster: int
 ) -> tuple[float, float]:
@@ -245,7 +221,7 @@ def _procs(
     ctx = mp.get_context("spawn")
     counts, go, out = ctx.Array("q", procs, lock=False), ctx.Event(), ctx.Queue()
     workers = [
-        ctx.Process(target=_worker_process, args=(url, schema, c, log, i, counts, go, out))
+        ctx.Process(target=wt._worker_process, args=(url, schema, c, log, go, out, counts, i))
         for i in range(procs)
     ]
     setup0 = cluster_cpu_s(postmaster)

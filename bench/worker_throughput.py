@@ -97,9 +97,26 @@ async def drain_here(
     return jobs / elapsed, cpu / jobs * 1e6
 
 
-def _worker_process(url: str, schema: str, concurrency: int, log: str, go: Any, out: Any) -> None:
+def _worker_process(
+    url: str,
+    schema: str,
+    concurrency: int,
+    log: str,
+    go: Any,
+    out: Any,
+    counts: Any = None,
+    idx: int = 0,
+) -> None:
+    """One worker process: waits for ``go``, drains until SIGTERM, puts (successes,
+    CPU s, end time) on ``out``; with ``counts`` (a shared array) each handler adds
+    one to ``counts[idx]``, so the parent sees the end without asking the database."""
     _configure_logging(log)
-    app, _ = _app(url, schema, lambda: None)
+
+    def on_job() -> None:
+        if counts is not None:
+            counts[idx] += 1
+
+    app, _ = _app(url, schema, on_job)
     worker = app.worker(concurrency=concurrency)  # SIGTERM stops it gracefully
 
     async def main() -> None:
