@@ -97,8 +97,8 @@ def kind_deltas(before: dict[int, tuple[str, int]], after: dict[int, tuple[str, 
         ),
         reverse=True,
     )
-    n = f"{n} backends (busiest: {', '.join(f'{ms:.0f}' for ms in top[:4])})"
-    return f"{n}: " + ", ".join(
+    backends = f"{n} backends (busiest: {', '.join(f'{ms:.0f}' for ms in top[:4])})"
+    return f"{backends}: " + ", ".join(
         f"{k} {v:.0f}" for k, v in sorted(sums.items(), key=lambda x: -x[1]) if v
     )
 
@@ -199,7 +199,7 @@ async def _here(url: str, schema: str, jobs: int, c: int, postmaster: int) -> tu
         await fill(*a, **k)  # type: ignore[arg-type]
         _reset(url, postmaster)
 
-    wt._fill = fill_then_reset  # type: ignore[assignment]
+    wt._fill = fill_then_reset
     try:
         return await drain_here(url, schema, jobs, c)
     finally:

@@ -37,6 +37,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import alkstore
+from alkstore.worker import Worker
 
 
 class _Discard(io.TextIOBase):
@@ -78,7 +79,7 @@ async def drain_here(
     """(jobs/s, client CPU µs/job) of one in-process worker (on a queue limited to
     ``limit`` running jobs, if given)."""
     done = 0
-    worker: alkstore.worker.Worker | None = None
+    worker: Worker | None = None
 
     def on_job() -> None:
         nonlocal done
