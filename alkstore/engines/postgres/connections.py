@@ -190,13 +190,9 @@ class PostgresConnections:
             raise await self.failure(e, name) from e
 
     async def _fetchone(self, name: str, params: dict[str, Any]) -> TupleRow | None:
-        pool = self.check_open()
-        try:
-            async with pool.connection() as conn:
-                cur = await conn.execute(self.q[name], self.timed(params), binary=True)
-                return await cur.fetchone()
-        except psycopg.Error as e:
-            raise await self.failure(e, name) from e
+        """The first row of ``name`` (each caller's statement returns at most one)."""
+        rows = await self._fetchall(name, params)
+        return rows[0] if rows else None
 
     async def _fetchall_planned(
         self, setting: str, name: str, params: dict[str, Any]
