@@ -421,12 +421,19 @@ class Task(Generic[P, R]):
         dedupe_window_s: float | None = None,
         after: Iterable[int] | None = None,
         after_policy: str | None = None,
+        partition_key: str | None = None,
+        debounce_key: str | None = None,
+        debounce_s: float | None = None,
     ) -> TaskCall[P, R]:
         """Per-call options: ``task.configure(delay_s=30).defer(...)``;
         ``configure(dedupe_key="order-42")`` makes a second defer of a live key a no-op
         that returns the first job's id (``call.duplicate`` is then True);
         ``configure(after=[id, ...])`` makes the job wait for those jobs (see
-        ``EnqueueOpts.after``; ``alkstore.workflows`` builds whole graphs)."""
+        ``EnqueueOpts.after``; ``alkstore.workflows`` builds whole graphs);
+        ``configure(partition_key="acme")`` puts the job under a key for a fair queue
+        and per-key limits; ``configure(debounce_key="doc-7", debounce_s=5)`` keeps
+        one pending job per key with the latest arguments (``call.duplicate`` is True
+        when it replaced one). Each is the ``EnqueueOpts`` field of the same name."""
         opts = EnqueueOpts(
             priority=priority,
             delay_s=delay_s,
@@ -437,6 +444,9 @@ class Task(Generic[P, R]):
             dedupe_window_s=dedupe_window_s,
             after=None if after is None else tuple(after),
             after_policy=after_policy,
+            partition_key=partition_key,
+            debounce_key=debounce_key,
+            debounce_s=debounce_s,
         )
         return TaskCall(self, opts)
 
