@@ -54,6 +54,34 @@ def migrate(ctx: click.Context, url: str | None, schema: str | None) -> None:
 @click.option("--expires-in", type=float, default=None, help="Seconds until it expires.")
 @click.option("--max-attempts", type=int, default=None, help="Attempt budget of this job.")
 @click.option(
+    "--dedupe-key",
+    default=None,
+    help="While a live job of QUEUE has this key, enqueue nothing and print that job's id.",
+)
+@click.option(
+    "--dedupe-window",
+    type=float,
+    default=None,
+    help="Seconds the --dedupe-key stays taken after its first enqueue.",
+)
+@click.option(
+    "--partition-key",
+    default=None,
+    help="The job's key for a fair queue's turns and per-key limits (e.g. a tenant).",
+)
+@click.option(
+    "--debounce-key",
+    default=None,
+    help="One pending job per key: replace a pending job's payload instead of adding one.",
+)
+@click.option(
+    "--debounce",
+    type=float,
+    default=None,
+    help="With --debounce-key: seconds from now before the job may start (pushed out again "
+    "by each enqueue).",
+)
+@click.option(
     "--app",
     "app_spec",
     metavar="MODULE:APP",
@@ -72,6 +100,11 @@ def enqueue(
     run_at: str | None,
     expires_in: float | None,
     max_attempts: int | None,
+    dedupe_key: str | None,
+    dedupe_window: float | None,
+    partition_key: str | None,
+    debounce_key: str | None,
+    debounce: float | None,
     app_spec: str | None,
     url: str | None,
     schema: str | None,
@@ -114,6 +147,11 @@ def enqueue(
             run_at=when,
             expires_in_s=expires_in,
             max_attempts=max_attempts,
+            dedupe_key=dedupe_key,
+            dedupe_window_s=dedupe_window,
+            partition_key=partition_key,
+            debounce_key=debounce_key,
+            debounce_s=debounce,
         )
     except InvalidArgumentError as e:
         raise BadInput(_cli_names(_one_line(e))) from None
@@ -132,6 +170,11 @@ _CLI_OPTIONS = {
     "max_attempts": "--max-attempts",
     "priority": "--priority",
     "run_at": "--run-at",
+    "dedupe_window_s": "--dedupe-window",
+    "dedupe_key": "--dedupe-key",
+    "partition_key": "--partition-key",
+    "debounce_key": "--debounce-key",
+    "debounce_s": "--debounce",
 }
 
 

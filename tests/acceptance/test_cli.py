@@ -73,6 +73,29 @@ async def test_enqueue_with_options_and_show(target: Any) -> None:
     assert piped is not None and piped.payload == b"from stdin"
 
 
+async def test_enqueue_with_keys_dedupes_debounces_and_partitions(target: Any) -> None:
+    first = ok(run_cli(target, "enqueue", "keys", "a", "--dedupe-key", "order-1"))
+    again = ok(run_cli(target, "enqueue", "keys", "b", "--dedupe-key", "order-1"))
+    assert first == again  # the live job's id, nothing written
+    typed = ok(run_cli(target, "enqueue", "keys", "h", "--debounce-key", "doc", "--debounce", "60"))
+    latest = ok(run_cli(target, "enqueue", "keys", "hey", "--debounce-key", "doc"))
+    assert typed == latest
+    tenant = [
+        int(ok(run_cli(target, "enqueue", "tenants", str(n), "--partition-key", key)).strip())
+        for n, key in enumerate(["acme", "acme", "umbrella"])
+    ]
+    async with await alkstore.connect(target.url, **target.connect_kwargs()) as store:
+        debounced = await store.queue("keys").get_job(int(typed))
+        assert debounced is not None and debounced.payload == b"hey"
+        assert debounced.run_at > datetime.now(UTC) + timedelta(seconds=30)
+        assert len(await store.queue("keys").claim_batch("cli-test", 10)) == 1  # "a" only
+        await store.queue("tenants").set_limits(partition_concurrency=1)
+        claimed = await store.queue("tenants").claim_batch("cli-test", 10)
+        assert sorted(h.job.id for h in claimed) == [tenant[0], tenant[2]]  # one per key
+    fails(run_cli(target, "enqueue", "keys", "x", "--debounce", "5"), 2, "--debounce-key")
+    fails(run_cli(target, "enqueue", "keys", "x", "--partition-key", ""), 2, "--partition-key")
+
+
 async def _dead_job(target: Any, queue: str) -> int:
     async with await alkstore.connect(target.url, **target.connect_kwargs()) as store:
         q = store.queue(queue, alkstore.QueueOpts(max_attempts=3))
