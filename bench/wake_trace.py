@@ -10,7 +10,8 @@ of the wake by wrapping alkstore's own functions (no change to the library):
 
   producer: call start, insert returned (commit ack), defer returned,
             wake statement sent / returned (PostgreSQL's waker)
-  worker:   notification read, handed to the subscription (flush), wait_for_work
+  worker:   notification read (a listener reading in a task), handed to the
+            subscription (flush), wait_for_work
             returned, claim round started, claim called, pool connection in hand,
             statement returned, rows fetched, claim returned, rows taken (buffered),
             handler's first line
@@ -120,13 +121,14 @@ def worker_proc(url: str, schema: str | None, out_q: Any, ready: Any, stop: Any)
 
             return Notes()
 
-        orig_pump = Listener._pump
+        if hasattr(Listener, "_pump"):  # read in a task (else a reader callback: no stamp)
+            orig_pump = Listener._pump
 
-        async def _pump(self: Any, conn: Any) -> None:
-            conn.notifies = lambda: notes(conn)
-            await orig_pump(self, conn)
+            async def _pump(self: Any, conn: Any) -> None:
+                conn.notifies = lambda: notes(conn)
+                await orig_pump(self, conn)
 
-        Listener._pump = _pump  # type: ignore[method-assign]
+            Listener._pump = _pump
         orig_sink = Listener.__init__
 
         def __init__(self: Any, connect: Any, sink: Any, **k: Any) -> None:

@@ -1,10 +1,11 @@
 """LISTEN on one dedicated connection per store, reconnecting by itself.
 
-One task owns the connection. It waits for notifications with psycopg's
-``notifies()`` in a child task; when the set of channels changes it cancels
-that child (safe: the connection is idle, the wait only reads the socket, and
-psycopg keeps notifications that arrive while no ``notifies()`` runs in a
-backlog it hands to the next one), issues the LISTEN/UNLISTEN, and resumes.
+One task owns the connection. Between statements the connection's socket has
+a reader callback on the event loop that reads what arrived (libpq's
+``consume_input`` and ``notifies``, which never block) and hands the notes to
+the sink; when the set of channels changes the task removes the callback,
+issues the LISTEN/UNLISTEN (a note read meanwhile reaches the sink through
+psycopg's notify handler) and puts it back.
 
 PostgreSQL does not replay notifications: those sent while the connection is
 down are lost. So after every reconnect the listener re-issues its LISTENs and
@@ -19,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -144,31 +146,58 @@ class Listener:
                 waiter.set_result(None)
 
     async def _serve(self, conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
-        """Read notifications until the connection fails (raises) or we are cancelled."""
+        """Read notifications until the connection fails (raises) or we are cancelled.
+
+        Between statements the socket has a reader callback of its own on the loop:
+        a note goes to the sink from the loop's I/O callback, with no task step
+        before it and no re-arming after it (``notifies()`` resumed this task, then
+        set up its next wait before the woken consumer could run). The callback is
+        removed while this task runs a statement (LISTEN, UNLISTEN, the ping), which
+        reads the socket itself; a note read by a statement reaches the sink through
+        the connection's notify handler."""
+        loop = asyncio.get_running_loop()
+        pgconn = conn.pgconn
+        fd = pgconn.socket
+        codec = conn.info.encoding
+        sink = self._sink
+        failed: asyncio.Future[None] = loop.create_future()
+
+        def note(n: psycopg.Notify) -> None:  # read while a statement ran
+            if not self._stopping:
+                sink(((n.channel, n.payload),))
+
+        def readable() -> None:
+            try:
+                pgconn.consume_input()  # never blocks: what the socket has
+                notes = []
+                while (n := pgconn.notifies()) is not None:
+                    notes.append((n.relname.decode(codec), n.extra.decode(codec)))
+            except (psycopg.Error, OSError) as e:  # e.g. the server closed the connection
+                loop.remove_reader(fd)
+                if not failed.done():
+                    failed.set_exception(e)
+                return
+            if notes and not self._stopping:
+                sink(notes)
+
+        conn.add_notify_handler(note)
         while True:
             if self._changed.is_set():
                 await self._apply(conn)
-            reader = asyncio.ensure_future(self._pump(conn))
+            loop.add_reader(fd, readable)
+            readable()  # what libpq read into its buffer during the last statement
             changed = asyncio.ensure_future(self._changed.wait())
             try:
+                waits: set[asyncio.Future[Any]] = {failed, changed}
                 done, _ = await asyncio.wait(
-                    {reader, changed}, timeout=self._ping_s, return_when=asyncio.FIRST_COMPLETED
+                    waits, timeout=self._ping_s, return_when=asyncio.FIRST_COMPLETED
                 )
             finally:
+                loop.remove_reader(fd)
                 changed.cancel()
-                if not reader.done():
-                    reader.cancel()
-                    await asyncio.wait({reader})
-            if not reader.cancelled():
-                reader.result()  # the connection failed: raise its error
-                raise psycopg.OperationalError("the notification stream ended")
+                if failed.done() and not failed.cancelled():
+                    failed.exception()  # retrieved here whatever ends the wait
+            if failed.done():
+                failed.result()  # the connection failed: raise its error
             if not done:
                 await conn.execute("SELECT 1")  # idle for ping_s: is it still there?
-
-    async def _pump(self, conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
-        # each note goes to the sink as it is read, not a loop turn later: a wake's
-        # consumer is resumed in the same turn (the sink only sets events)
-        sink = self._sink
-        async for note in conn.notifies():
-            if not self._stopping:
-                sink(((note.channel, note.payload),))
