@@ -17,7 +17,6 @@ connection is noticed too.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -35,6 +34,12 @@ Connect = Callable[[], Awaitable[psycopg.AsyncConnection[tuple[object, ...]]]]
 
 _RETRY_FIRST_S = 0.05
 _RETRY_MAX_S = 2.0
+_STOP_WAIT_S = 0.5  # the longest stop() waits for the listening task to end
+
+
+def _retrieve(task: asyncio.Future[None]) -> None:
+    if not task.cancelled():
+        task.exception()  # a late error of a task left to end is not "never retrieved"
 
 
 def _statement(verb: str, channels: Iterable[str]) -> sql.Composed:
@@ -90,8 +95,15 @@ class Listener:
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            # at once, unless a statement is in flight (e.g. the UNLISTEN of a worker's
+            # stop) on a connection that no longer answers: psycopg then sends a cancel
+            # request and waits for the statement, up to ~10 s. Not waited for: the task
+            # ends in the background and closes its connection (a cut-off worker exits)
+            await asyncio.wait({task}, timeout=_STOP_WAIT_S)
+            if not task.done():
+                task.add_done_callback(_retrieve)
+            elif not task.cancelled():
+                task.result()  # an unexpected error of its own
 
     def _release_waiters(self) -> None:
         waiters, self._waiters = self._waiters, []
