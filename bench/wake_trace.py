@@ -304,6 +304,24 @@ def report(rows: list[dict[str, int]]) -> None:
             f"{name:<12} {statistics.median(step):>14.3f} {pct(step, 99):>8.3f} "
             f"{statistics.median(since):>13.3f} {pct(since, 99):>8.3f}"
         )
+    # the worker's own part: from the ack less the claim's round trip (the server's
+    # share, and most of the run-to-run noise on a shared machine)
+    own = [
+        (r["handler"] - r["ack"] - (r["returned_conn"] - r["call"])) / 1e6
+        for r in rows
+        if "call" in r and "returned_conn" in r
+    ]
+    if own:
+        print(f"handler from ack less the claim round trip: p50 {statistics.median(own):.3f}")
+    # the same from the note handed to the subscription: both stamps in the worker (the
+    # ack is the producer's, late now and then on a loaded machine), the read left out
+    own = [
+        (r["handler"] - r["flush"] - (r["returned_conn"] - r["call"])) / 1e6
+        for r in rows
+        if "call" in r and "returned_conn" in r and "flush" in r
+    ]
+    if own:
+        print(f"handler from flush less the claim round trip: p50 {statistics.median(own):.3f}")
     total = [(r["handler"] - r["start"]) / 1e6 for r in rows]
     print(f"handler from call start: p50 {statistics.median(total):.3f} p99 {pct(total, 99):.3f}")
 
