@@ -143,19 +143,22 @@ class Listener:
                     await conn.close()
 
     async def _apply(self, conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
-        """Bring the connection's LISTENs to the wanted set, then release the waiters."""
+        """Bring the connection's LISTENs to the wanted set, then release the waiters
+        (also when a statement failed or was cancelled: they wait for the try)."""
         self._changed.clear()
         waiters, self._waiters = self._waiters, []
         wanted = set(self._wanted)
         added, removed = sorted(wanted - self._active), sorted(self._active - wanted)
-        if added:
-            await conn.execute(_statement("LISTEN", added))
-        if removed:
-            await conn.execute(_statement("UNLISTEN", removed))
-        self._active = wanted
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+        try:
+            if added:
+                await conn.execute(_statement("LISTEN", added))
+            if removed:
+                await conn.execute(_statement("UNLISTEN", removed))
+            self._active = wanted
+        finally:
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     async def _serve(self, conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
         """Read notifications until the connection fails (raises) or we are cancelled.
