@@ -77,34 +77,56 @@ class DbWaits:
         whether the database answers (not so for a wait that swallows errors)."""
         stopping, forced = self._stopping, self._forced
         assert stopping is not None and forced is not None
-        task = asyncio.ensure_future(op)
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(op, loop=loop)
         limit = self.timeout_s if timeout_s is None else timeout_s
         after_force = forced.done()  # e.g. a give-back after the second signal: brief
         if after_force:
             limit = min(limit, FORCED_WAIT_S)
-            forced = asyncio.get_running_loop().create_future()  # never set: no abort
         deadline = time.monotonic() + limit
         cut_short = self._stopped_at is None  # started before the stop: shortened by it
+        # one future woken by whichever comes first (the call's end, the stop, the forced
+        # stop, the deadline): cheaper than asyncio.wait(), which sets up a future and
+        # callbacks per wait and once more to take them down, on every claim's path
+        waiter = loop.create_future()
+
+        def wake(_: object = None) -> None:
+            if not waiter.done():
+                waiter.set_result(None)
+
+        watched: list[asyncio.Future[Any]] = [task]
+        if not after_force:
+            watched.append(forced)
+        if cut_short and not stopping.done():
+            watched.append(stopping)
+        for future in watched:
+            future.add_done_callback(wake)
+        timer = loop.call_later(limit, wake)
         try:
-            while not task.done() and not forced.done():
+            while not task.done() and not (forced.done() and not after_force):
                 if cut_short and self._stopped_at is not None:
                     deadline = min(deadline, self._stopped_at + STOPPING_WAIT_S)
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
-                waits: set[asyncio.Future[Any]] = {task, forced}
-                if not stopping.done():
-                    waits.add(stopping)
-                await asyncio.wait(waits, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+                if waiter.done():  # woken early (the stop): wait for what is left
+                    waiter = loop.create_future()
+                    timer.cancel()
+                    timer = loop.call_later(left, wake)
+                await waiter
         except asyncio.CancelledError:
             task.cancel()
             task.add_done_callback(_retrieve)
             raise
+        finally:
+            timer.cancel()
+            for future in watched:
+                future.remove_done_callback(wake)
         if task.done():
             return self._answer(task) if judge else task.result()
         task.cancel()  # it ends in the background; its answer is not used
         task.add_done_callback(_retrieve)
-        if forced.done():
+        if forced.done() and not after_force:
             raise StoreClosedError(f"worker {self.worker_id} is stopping now: {what} abandoned")
         error = EngineError(f"no answer from the database in {limit:g}s ({what})")
         self.failed(error)

@@ -1,10 +1,11 @@
 """LISTEN on one dedicated connection per store, reconnecting by itself.
 
-One task owns the connection. It waits for notifications with psycopg's
-``notifies()`` in a child task; when the set of channels changes it cancels
-that child (safe: the connection is idle, the wait only reads the socket, and
-psycopg keeps notifications that arrive while no ``notifies()`` runs in a
-backlog it hands to the next one), issues the LISTEN/UNLISTEN, and resumes.
+One task owns the connection. Between statements the connection's socket has
+a reader callback on the event loop that reads what arrived (libpq's
+``consume_input`` and ``notifies``, which never block) and hands the notes to
+the sink; when the set of channels changes the task removes the callback,
+issues the LISTEN/UNLISTEN (a note read meanwhile reaches the sink through
+psycopg's notify handler) and puts it back.
 
 PostgreSQL does not replay notifications: those sent while the connection is
 down are lost. So after every reconnect the listener re-issues its LISTENs and
@@ -16,9 +17,9 @@ connection is noticed too.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -33,6 +34,12 @@ Connect = Callable[[], Awaitable[psycopg.AsyncConnection[tuple[object, ...]]]]
 
 _RETRY_FIRST_S = 0.05
 _RETRY_MAX_S = 2.0
+_STOP_WAIT_S = 0.5  # the longest stop() waits for the listening task to end
+
+
+def _retrieve(task: asyncio.Future[None]) -> None:
+    if not task.cancelled():
+        task.exception()  # a late error of a task left to end is not "never retrieved"
 
 
 def _statement(verb: str, channels: Iterable[str]) -> sql.Composed:
@@ -88,8 +95,15 @@ class Listener:
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            # at once, unless a statement is in flight (e.g. the UNLISTEN of a worker's
+            # stop) on a connection that no longer answers: psycopg then sends a cancel
+            # request and waits for the statement, up to ~10 s. Not waited for: the task
+            # ends in the background and closes its connection (a cut-off worker exits)
+            await asyncio.wait({task}, timeout=_STOP_WAIT_S)
+            if not task.done():
+                task.add_done_callback(_retrieve)
+            elif not task.cancelled():
+                task.result()  # an unexpected error of its own
 
     def _release_waiters(self) -> None:
         waiters, self._waiters = self._waiters, []
@@ -129,46 +143,76 @@ class Listener:
                     await conn.close()
 
     async def _apply(self, conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
-        """Bring the connection's LISTENs to the wanted set, then release the waiters."""
+        """Bring the connection's LISTENs to the wanted set, then release the waiters
+        (also when a statement failed or was cancelled: they wait for the try)."""
         self._changed.clear()
         waiters, self._waiters = self._waiters, []
         wanted = set(self._wanted)
         added, removed = sorted(wanted - self._active), sorted(self._active - wanted)
-        if added:
-            await conn.execute(_statement("LISTEN", added))
-        if removed:
-            await conn.execute(_statement("UNLISTEN", removed))
-        self._active = wanted
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+        try:
+            if added:
+                await conn.execute(_statement("LISTEN", added))
+            if removed:
+                await conn.execute(_statement("UNLISTEN", removed))
+            self._active = wanted
+        finally:
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     async def _serve(self, conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
-        """Read notifications until the connection fails (raises) or we are cancelled."""
+        """Read notifications until the connection fails (raises) or we are cancelled.
+
+        Between statements the socket has a reader callback of its own on the loop:
+        a note goes to the sink from the loop's I/O callback, with no task step
+        before it and no re-arming after it (``notifies()`` resumed this task, then
+        set up its next wait before the woken consumer could run). The callback is
+        removed while this task runs a statement (LISTEN, UNLISTEN, the ping), which
+        reads the socket itself; a note read by a statement reaches the sink through
+        the connection's notify handler."""
+        loop = asyncio.get_running_loop()
+        pgconn = conn.pgconn
+        fd = pgconn.socket
+        codec = conn.info.encoding
+        sink = self._sink
+        failed: asyncio.Future[None] = loop.create_future()
+
+        def note(n: psycopg.Notify) -> None:  # read while a statement ran
+            if not self._stopping:
+                sink(((n.channel, n.payload),))
+
+        def readable() -> None:
+            try:
+                pgconn.consume_input()  # never blocks: what the socket has
+                notes = []
+                while (n := pgconn.notifies()) is not None:
+                    notes.append((n.relname.decode(codec), n.extra.decode(codec)))
+            except (psycopg.Error, OSError) as e:  # e.g. the server closed the connection
+                loop.remove_reader(fd)
+                if not failed.done():
+                    failed.set_exception(e)
+                return
+            if notes and not self._stopping:
+                sink(notes)
+
+        conn.add_notify_handler(note)
         while True:
             if self._changed.is_set():
                 await self._apply(conn)
-            reader = asyncio.ensure_future(self._pump(conn))
+            loop.add_reader(fd, readable)
+            readable()  # what libpq read into its buffer during the last statement
             changed = asyncio.ensure_future(self._changed.wait())
             try:
+                waits: set[asyncio.Future[Any]] = {failed, changed}
                 done, _ = await asyncio.wait(
-                    {reader, changed}, timeout=self._ping_s, return_when=asyncio.FIRST_COMPLETED
+                    waits, timeout=self._ping_s, return_when=asyncio.FIRST_COMPLETED
                 )
             finally:
+                loop.remove_reader(fd)
                 changed.cancel()
-                if not reader.done():
-                    reader.cancel()
-                    await asyncio.wait({reader})
-            if not reader.cancelled():
-                reader.result()  # the connection failed: raise its error
-                raise psycopg.OperationalError("the notification stream ended")
+                if failed.done() and not failed.cancelled():
+                    failed.exception()  # retrieved here whatever ends the wait
+            if failed.done():
+                failed.result()  # the connection failed: raise its error
             if not done:
                 await conn.execute("SELECT 1")  # idle for ping_s: is it still there?
-
-    async def _pump(self, conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
-        # each note goes to the sink as it is read, not a loop turn later: a wake's
-        # consumer is resumed in the same turn (the sink only sets events)
-        sink = self._sink
-        async for note in conn.notifies():
-            if not self._stopping:
-                sink(((note.channel, note.payload),))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -30,6 +31,7 @@ from alkstore import (
     InvalidNameError,
 )
 from alkstore.engines.postgres import SCHEMA_VERSION, PostgresEngine, migrate
+from alkstore.engines.postgres.listener import Listener
 from alkstore.engines.postgres.settings import CONNECTION_DEFAULTS
 
 WORKERS = Path(__file__).with_name("pg_workers.py")
@@ -249,6 +251,81 @@ async def test_listen_survives_termination_of_its_connection(
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def _listener_on(pg_url: str, notes: list[tuple[str, str]]) -> tuple[Listener, list[Any]]:
+    """A bare Listener whose connections the test can reach (the list fills as it connects)."""
+    conns: list[Any] = []
+
+    async def connect() -> psycopg.AsyncConnection[Any]:
+        conn = await psycopg.AsyncConnection.connect(pg_url, autocommit=True)
+        conns.append(conn)
+        return conn
+
+    return Listener(connect, lambda batch: notes.extend(batch)), conns
+
+
+async def test_a_note_read_while_the_listener_runs_a_statement_reaches_the_sink_once(
+    pg_url: str, admin: psycopg.AsyncConnection[Any]
+) -> None:
+    # Between its statements the listener reads in a reader callback; during one, the
+    # statement's own read takes the notes in, and they come through psycopg's handler.
+    notes: list[tuple[str, str]] = []
+    listener, conns = await _listener_on(pg_url, notes)
+    try:
+        await listener.listen(["alk_a"])
+        conn = conns[0]
+        execute = conn.execute
+
+        async def notify_first(query: Any, *args: Any, **kwargs: Any) -> Any:
+            await admin.execute("NOTIFY alk_a, 'during'")
+            await asyncio.sleep(0.05)  # on the listener's socket, no reader registered
+            return await execute(query, *args, **kwargs)
+
+        conn.execute = notify_first
+        await listener.listen(["alk_b"])
+        conn.execute = execute
+        await admin.execute("NOTIFY alk_b, 'after'")
+        for _ in range(300):
+            if len(notes) >= 2:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)  # a duplicate would have arrived by now
+        assert notes == [("alk_a", "during"), ("alk_b", "after")]
+    finally:
+        await listener.stop()
+
+
+async def test_listener_stop_does_not_wait_out_a_statement_stuck_on_a_dead_connection(
+    pg_url: str,
+) -> None:
+    # A statement in flight on a cut connection, cancelled: psycopg sends a cancel
+    # request and waits for the statement (up to ~10 s). The store's close, and so a
+    # cut-off worker's exit, must not wait for that: the task ends in the background.
+    listener, conns = await _listener_on(pg_url, [])
+    await listener.listen(["alk_a"])
+    stuck = asyncio.Event()
+
+    async def hang(query: Any, *args: Any, **kwargs: Any) -> Any:
+        stuck.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            await asyncio.sleep(1.5)  # the cancel request and the wait for the statement
+            raise
+
+    conns[0].execute = hang
+    unlisten = asyncio.create_task(listener.unlisten(["alk_a"]))
+    await asyncio.wait_for(stuck.wait(), 10)
+    began = time.monotonic()
+    await listener.stop()
+    assert time.monotonic() - began < 1.2
+    await unlisten  # released by the stop
+    for _ in range(300):  # the task ends by itself and closes its connection
+        if conns[0].closed:
+            break
+        await asyncio.sleep(0.01)
+    assert conns[0].closed
 
 
 async def test_poll_only_mode_still_delivers_jobs_by_re_polling(
