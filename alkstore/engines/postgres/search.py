@@ -36,12 +36,12 @@ LIVE_STATE_SQL: dict[str, str] = {
 LIVE_COLUMNS = (
     "id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts, "
     "visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, "
-    "last_error, NULL::timestamptz AS died_at, dedupe_key"
+    "last_error, NULL::timestamptz AS died_at, dedupe_key, partition_key"
 )
 DEAD_COLUMNS = (
     "id, queue, payload, 'dead' AS state, priority, run_at, created_at, attempts, max_attempts, "
     "visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, "
-    "last_error, died_at, dedupe_key"
+    "last_error, died_at, dedupe_key, partition_key"
 )
 _TIME_COLUMNS = {"created": "created_at", "run_at": "run_at", "died": "died_at"}
 _JSON = "{schema}.alk_json(payload)"
