@@ -112,6 +112,17 @@ async def test_jobs_show_prints_the_partition_key_also_as_json(target: Any) -> N
     assert as_json["partition_key"] == "acme"
     listed = json.loads(ok(run_cli(target, "jobs", "list", "tenants", "--json")))
     assert {j["id"]: j["partition_key"] for j in listed} == {int(keyed): "acme", int(plain): None}
+    other = ok(run_cli(target, "enqueue", "tenants", "o", "--partition-key", "umbrella")).strip()
+    mine = ok(run_cli(target, "jobs", "list", "tenants", "--partition-key", "acme"))
+    assert "partition key acme: 1 job(s)" in mine
+    only = json.loads(
+        ok(run_cli(target, "jobs", "list", "tenants", "--partition-key", "umbrella", "--json"))
+    )
+    assert [(j["id"], j["partition_key"]) for j in only] == [(int(other), "umbrella")]
+    refused = run_cli(
+        target, "jobs", "list", "tenants", "--partition-key", "acme", "--state", "dead"
+    )
+    fails(refused, 2, "no index holds the key of blocked or dead jobs")
 
 
 async def _dead_job(target: Any, queue: str) -> int:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 import alkstore
-from alkstore import EnqueueOpts
+from alkstore import EnqueueOpts, InvalidArgumentError
 from alkstore.worker import current_job
 
 from .catalog import Target
@@ -125,3 +127,38 @@ async def test_a_handler_reads_its_jobs_partition_key(target: Target, qname: str
             worker.stop()
             await running
     assert seen == {"keyed": "acme", "plain": None}
+
+
+async def test_list_jobs_of_one_partition_key_gives_its_pending_and_processing_jobs(
+    store: alkstore.Store, qname: str
+) -> None:
+    q = store.queue(qname)
+    acme = EnqueueOpts(partition_key="acme")
+    dying = await q.enqueue(b"d", acme)
+    handle = await q.claim_one("w")
+    assert handle is not None and await handle.fail("boom")  # dead: no index holds its key
+    running = await q.enqueue(b"r", acme)
+    assert (await q.claim_one("w")) is not None
+    pending = await q.enqueue_many([b"a", b"b", b"c"], acme)
+    await q.enqueue(b"other", EnqueueOpts(partition_key="beta"))
+    await q.enqueue(b"plain")
+    await store.queue(qname + "-other").enqueue(b"x", acme)
+    admin = store.admin()
+
+    async def ids(**kw: Any) -> list[int]:
+        return [j.id for j in await admin.list_jobs(qname, partition_key="acme", **kw)]
+
+    assert dying not in await ids()
+    assert await ids() == [running, *pending]
+    assert await ids(state="pending") == pending
+    assert await ids(state="processing") == [running]
+    assert await ids(limit=2) == [running, pending[0]]
+    assert await ids(limit=2, after=pending[0]) == pending[1:]
+    assert await ids(limit=2, before=pending[2]) == pending[:2]
+    assert await ids(limit=2, before=pending[1]) == [running, pending[0]]
+    jobs = await admin.list_jobs(qname, partition_key="acme")
+    assert {j.partition_key for j in jobs} == {"acme"}
+    assert await admin.list_jobs(qname, partition_key="nobody") == []
+    for bad in ({"state": "dead"}, {"state": "blocked"}, {"partition_key": ""}):
+        with pytest.raises(InvalidArgumentError):
+            await admin.list_jobs(qname, **{"partition_key": "acme", **bad})  # type: ignore[arg-type]

@@ -99,7 +99,7 @@ def compile_where(f: JobFilter, table: str, prefix: str = "f") -> tuple[str, dic
 
 
 class PostgresSearch(PostgresConnections):
-    """``Engine.search_jobs`` and ``Engine.count_jobs``."""
+    """``Engine.search_jobs``, ``Engine.count_jobs`` and ``Engine.list_key_jobs``."""
 
     def sql(self, text: str) -> bytes:
         """Format this module's SQL like the named queries (schema, time source)."""
@@ -124,6 +124,13 @@ class PostgresSearch(PostgresConnections):
         text = f"SELECT * FROM ({' UNION ALL '.join(arms)}) AS r ORDER BY id LIMIT %(limit)s"
         params = {**live_params, **dead_params, "after": after, "limit": limit}
         return await self._run_rows(text, params, "search_jobs")
+
+    async def list_key_jobs(
+        self, queue: str, key: str, state: str | None, limit: int, cursor: int, before: bool
+    ) -> list[Row]:
+        name = "admin_list_key_before" if before else "admin_list_key"
+        params = {"queue": queue, "key": key, "state": state, "limit": limit, "cursor": cursor}
+        return await self._fetchall(name, params)
 
     async def count_jobs(self, f: JobFilter) -> int:
         live, live_params = compile_where(f, "live", "l")

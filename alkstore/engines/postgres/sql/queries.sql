@@ -1236,6 +1236,53 @@ SELECT * FROM (
 ) AS rows
 ORDER BY id DESC LIMIT %(limit)s;
 
+-- name: admin_list_key
+-- One partition key's pending and processing rows of a queue (or one of those two
+-- states) in id order after %(cursor)s: a keyset page. Each arm is a state whose
+-- keyed rows a partial index holds by key (pending: alk_jobs_fair; processing:
+-- alk_jobs_partition), so the planner can read the key's own rows of that state
+-- and keep the page, a cost bounded by the key's live jobs, not the queue's. No
+-- index holds the key of blocked or dead rows: they are not listed here.
+SELECT * FROM (
+    (SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
+            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+            last_error, NULL::timestamptz AS died_at, dedupe_key, partition_key
+     FROM {schema}.alk_jobs
+     WHERE queue = %(queue)s AND partition_key = %(key)s AND state = 'pending'
+       AND %(state)s::text IS DISTINCT FROM 'processing' AND id > %(cursor)s
+     ORDER BY id LIMIT %(limit)s)
+    UNION ALL
+    (SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
+            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+            last_error, NULL::timestamptz AS died_at, dedupe_key, partition_key
+     FROM {schema}.alk_jobs
+     WHERE queue = %(queue)s AND partition_key = %(key)s AND state = 'processing'
+       AND %(state)s::text IS DISTINCT FROM 'pending' AND id > %(cursor)s
+     ORDER BY id LIMIT %(limit)s)
+) AS rows
+ORDER BY id LIMIT %(limit)s;
+
+-- name: admin_list_key_before
+-- The page before %(cursor)s of admin_list_key, nearest first.
+SELECT * FROM (
+    (SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
+            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+            last_error, NULL::timestamptz AS died_at, dedupe_key, partition_key
+     FROM {schema}.alk_jobs
+     WHERE queue = %(queue)s AND partition_key = %(key)s AND state = 'pending'
+       AND %(state)s::text IS DISTINCT FROM 'processing' AND id < %(cursor)s
+     ORDER BY id DESC LIMIT %(limit)s)
+    UNION ALL
+    (SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
+            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+            last_error, NULL::timestamptz AS died_at, dedupe_key, partition_key
+     FROM {schema}.alk_jobs
+     WHERE queue = %(queue)s AND partition_key = %(key)s AND state = 'processing'
+       AND %(state)s::text IS DISTINCT FROM 'pending' AND id < %(cursor)s
+     ORDER BY id DESC LIMIT %(limit)s)
+) AS rows
+ORDER BY id DESC LIMIT %(limit)s;
+
 -- name: admin_dead_after
 -- Dead rows of every queue with id > %(after)s, in id order: a keyset page on the
 -- primary key (the dashboard's /dead), never an OFFSET.

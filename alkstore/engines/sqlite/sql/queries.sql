@@ -516,6 +516,57 @@ SELECT * FROM (
 )
 ORDER BY id DESC LIMIT :limit;
 
+-- name: admin_list_key
+-- One partition key's pending and processing rows of a queue (or one of those two
+-- states) in id order after :cursor: a keyset page. Each arm reads the key's rows
+-- of its state from the partial index that holds them by key (pending:
+-- alk_jobs_fair; processing: alk_jobs_partition) and keeps the page: a cost
+-- bounded by the key's live jobs, not the queue's. No index holds the key of
+-- blocked or dead rows: they are not listed here.
+SELECT * FROM (
+    SELECT * FROM (
+        SELECT id, queue, payload, state, priority, run_at, created_at, attempts,
+               max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id,
+               claim_expires_at, last_error, NULL AS died_at, dedupe_key, partition_key
+        FROM alk_jobs INDEXED BY alk_jobs_fair
+        WHERE queue = :queue AND partition_key = :key AND state = 'pending'
+          AND :state IS NOT 'processing' AND id > :cursor
+        ORDER BY id LIMIT :limit)
+    UNION ALL
+    SELECT * FROM (
+        SELECT id, queue, payload, state, priority, run_at, created_at, attempts,
+               max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id,
+               claim_expires_at, last_error, NULL AS died_at, dedupe_key, partition_key
+        FROM alk_jobs INDEXED BY alk_jobs_partition
+        WHERE queue = :queue AND partition_key = :key AND state = 'processing'
+          AND :state IS NOT 'pending' AND id > :cursor
+        ORDER BY id LIMIT :limit)
+)
+ORDER BY id LIMIT :limit;
+
+-- name: admin_list_key_before
+-- The page before :cursor of admin_list_key, nearest first.
+SELECT * FROM (
+    SELECT * FROM (
+        SELECT id, queue, payload, state, priority, run_at, created_at, attempts,
+               max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id,
+               claim_expires_at, last_error, NULL AS died_at, dedupe_key, partition_key
+        FROM alk_jobs INDEXED BY alk_jobs_fair
+        WHERE queue = :queue AND partition_key = :key AND state = 'pending'
+          AND :state IS NOT 'processing' AND id < :cursor
+        ORDER BY id DESC LIMIT :limit)
+    UNION ALL
+    SELECT * FROM (
+        SELECT id, queue, payload, state, priority, run_at, created_at, attempts,
+               max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id,
+               claim_expires_at, last_error, NULL AS died_at, dedupe_key, partition_key
+        FROM alk_jobs INDEXED BY alk_jobs_partition
+        WHERE queue = :queue AND partition_key = :key AND state = 'processing'
+          AND :state IS NOT 'pending' AND id < :cursor
+        ORDER BY id DESC LIMIT :limit)
+)
+ORDER BY id DESC LIMIT :limit;
+
 -- name: admin_dead_after
 -- Dead rows of every queue with id > :after, in id order: a keyset page on the
 -- primary key (the dashboard's /dead), never an OFFSET.
