@@ -22,7 +22,7 @@ from alkstore.core.bulk import REQUEUE_ATTEMPTS, REQUEUE_EXPIRY_CUTOFF_S
 from alkstore.core.filters import JobFilter
 from alkstore.core.flow import QueueSettings, Rate
 from alkstore.core.job import Job, _utc
-from alkstore.core.names import check_name, check_worker_id
+from alkstore.core.names import check_name, check_worker_id, is_storable_text
 from alkstore.core.options import check_positive, describe
 from alkstore.core.results import JobOutcome
 from alkstore.engine_door import StoreDoor, engine_of
@@ -158,6 +158,16 @@ def _check_limit(limit: object) -> None:
         )
 
 
+def _check_partition_key(key: object, state: str | None) -> None:
+    if type(key) is not str or not key or not is_storable_text(key):
+        raise InvalidArgumentError(f"partition_key must be a non-empty str, got {describe(key)}")
+    if state not in (None, "pending", "processing"):
+        raise InvalidArgumentError(
+            f"a partition_key lists pending and processing jobs, not {state}: no index "
+            "holds the key of blocked or dead jobs (use find or list_dead)"
+        )
+
+
 def _check_id(job_id: object) -> int:
     # an int, or an int subclass such as a task's Deferred call (never a bool)
     if not isinstance(job_id, int) or isinstance(job_id, bool) or not 1 <= job_id <= _ID_MAX:
@@ -199,10 +209,16 @@ class Admin:
         *,
         after: int | None = None,
         before: int | None = None,
+        partition_key: str | None = None,
     ) -> list[Job]:
         """Jobs of ``queue`` (live and dead, or one ``state``) in id order, at most ``limit``:
         a keyset page, the first or those after id ``after`` or before id ``before``
-        (returned in id order too). Each page is one index range scan, however deep."""
+        (returned in id order too). Each page is one index range scan, however deep.
+
+        With ``partition_key``: that key's pending and processing jobs only (``state``
+        one of those or None), read from the partial indexes that hold them by key,
+        a cost bounded by the key's live jobs; no index holds the key of blocked or
+        dead jobs (``find`` and ``list_dead`` show those, with their keys)."""
         engine = engine_of(self._store)
         if after is not None and before is not None:
             raise InvalidArgumentError("give after or before, not both")
@@ -217,7 +233,14 @@ class Admin:
             raise InvalidArgumentError(
                 f"limit must be an int in [1, {LIST_LIMIT_MAX}], got {describe(limit)}"
             )
-        rows = await engine.list_jobs(queue, state, limit, after or 0, before)
+        if partition_key is not None:
+            _check_partition_key(partition_key, state)
+            cursor = (after or 0) if before is None else before
+            rows = await engine.list_key_jobs(
+                queue, partition_key, state, limit, cursor, before is not None
+            )
+        else:
+            rows = await engine.list_jobs(queue, state, limit, after or 0, before)
         if before is not None:
             rows.reverse()
         return [Job(row) for row in rows]

@@ -302,6 +302,14 @@ class Engine(Protocol):
         """Rows of ``queue``, live and dead (or only ``state``), at most ``limit``: with id
         > ``after`` in id order, or (``before`` given) with id < ``before``, nearest first."""
 
+    async def list_key_jobs(
+        self, queue: str, key: str, state: str | None, limit: int, cursor: int, before: bool
+    ) -> list[Row]:
+        """Pending and processing rows of ``queue`` with partition key ``key`` (or only
+        ``state``, one of those two), at most ``limit``: id > ``cursor`` in id order, or
+        (``before``) id < ``cursor``, nearest first. Read from the indexes that hold
+        those rows by key; blocked and dead rows have none and are not listed."""
+
     async def find_job(self, job_id: int) -> Row | None:
         """The live or dead row with this id, in any queue."""
 

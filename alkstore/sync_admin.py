@@ -32,11 +32,15 @@ class Admin:
         *,
         after: int | None = None,
         before: int | None = None,
+        partition_key: str | None = None,
     ) -> list[Job]:
         """Jobs of ``queue`` (live and dead, or one ``state``) in id order, at most ``limit``:
-        the first page, or the one after id ``after`` or before id ``before``."""
+        the first page, or the one after id ``after`` or before id ``before``; with
+        ``partition_key``, that key's pending and processing jobs (``Admin.list_jobs``)."""
         return self._runner.run(
-            self._async.list_jobs(queue, state, limit, after=after, before=before)
+            self._async.list_jobs(
+                queue, state, limit, after=after, before=before, partition_key=partition_key
+            )
         )
 
     def list_dead(

@@ -54,6 +54,13 @@ def jobs() -> None:
     show_default=True,
     help="At most this many jobs.",
 )
+@click.option(
+    "--partition-key",
+    default=None,
+    metavar="K",
+    help="Only this partition key's pending and processing jobs (read by key from the "
+    "indexes that hold them; blocked and dead jobs have none: see jobs find).",
+)
 @_json_option
 @_store_options
 @click.pass_context
@@ -62,6 +69,7 @@ def jobs_list(
     queue: str,
     state: str | None,
     limit: int,
+    partition_key: str | None,
     as_json: bool,
     url: str | None,
     schema: str | None,
@@ -74,13 +82,18 @@ def jobs_list(
 
     async def go() -> Any:
         async with await _open(ctx, url, schema) as store:
-            return await store.admin().list_jobs(queue, state, limit)
+            return await store.admin().list_jobs(queue, state, limit, partition_key=partition_key)
 
     found = _run(go())
     if as_json:
         render.print_json([render.job_json(job) for job in found])
         return
-    title = f"queue {queue}" + (f", {state}" if state else "") + f": {len(found)} job(s)"
+    title = (
+        f"queue {queue}"
+        + (f", partition key {partition_key}" if partition_key is not None else "")
+        + (f", {state}" if state else "")
+        + f": {len(found)} job(s)"
+    )
     _out().print(render.job_table(found, title))
 
 

@@ -124,6 +124,7 @@ def job_detail(job: Job, full: bool = False) -> Table:
         ("died at", when(job.died_at, now)),
         ("last error", job.last_error or "-"),
         ("dedupe key", job.dedupe_key or "-"),
+        ("partition key", job.partition_key or "-"),
     ]
     for field, value in rows:
         table.add_row(field, value)

@@ -39,6 +39,8 @@ ERROR_FAILED = "failed"  # JobHandle.fail() without a message
 
 # The canonical row layout every engine returns, in this order. Time columns
 # are POSIX seconds (float) or aware datetimes; Job normalises both to UTC.
+# Rows of an older, shorter layout (16 columns: no dedupe_key; 17: no
+# partition_key) still make a Job, the missing keys read as None.
 ROW_FIELDS = (
     "id",
     "queue",
@@ -57,6 +59,7 @@ ROW_FIELDS = (
     "last_error",
     "died_at",
     "dedupe_key",
+    "partition_key",
 )
 Row = tuple[Any, ...]
 
@@ -114,6 +117,10 @@ class Job:
     died_at: datetime | None = _time(15)
     dedupe_key: str | None = property(  # type: ignore[assignment]
         lambda self: self._row[16] if len(self._row) > 16 else None
+    )
+    # the tenant of a fair queue, the key of a per-partition limit (EnqueueOpts)
+    partition_key: str | None = property(  # type: ignore[assignment]
+        lambda self: self._row[17] if len(self._row) > 17 else None
     )
 
     @property

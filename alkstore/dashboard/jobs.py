@@ -120,6 +120,10 @@ class JobPages(PageBase):
             ("attempts", f"{job.attempts} of {job.max_attempts}"),
             ("priority", str(job.priority)),
             ("dedupe key", f"<code>{esc(job.dedupe_key)}</code>" if job.dedupe_key else "-"),
+            (
+                "partition key",
+                f"<code>{esc(job.partition_key)}</code>" if job.partition_key else "-",
+            ),
             ("created", when(job.created_at, now)),
             ("run at", when(job.run_at, now)),
             ("expires", when(job.expires_at, now)),

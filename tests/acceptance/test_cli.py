@@ -96,6 +96,35 @@ async def test_enqueue_with_keys_dedupes_debounces_and_partitions(target: Any) -
     fails(run_cli(target, "enqueue", "keys", "x", "--partition-key", ""), 2, "--partition-key")
 
 
+async def test_jobs_show_prints_the_partition_key_also_as_json(target: Any) -> None:
+    keyed = ok(run_cli(target, "enqueue", "tenants", "k", "--partition-key", "acme")).strip()
+    plain = ok(run_cli(target, "enqueue", "tenants", "p")).strip()
+    shown = ok(run_cli(target, "jobs", "show", keyed))
+    row = next(line for line in shown.splitlines() if "partition key" in line)
+    assert "acme" in row
+    row = next(
+        line
+        for line in ok(run_cli(target, "jobs", "show", plain)).splitlines()
+        if "partition key" in line
+    )
+    assert row.split("│")[2].strip() == "-"
+    as_json = json.loads(ok(run_cli(target, "jobs", "show", keyed, "--json")))
+    assert as_json["partition_key"] == "acme"
+    listed = json.loads(ok(run_cli(target, "jobs", "list", "tenants", "--json")))
+    assert {j["id"]: j["partition_key"] for j in listed} == {int(keyed): "acme", int(plain): None}
+    other = ok(run_cli(target, "enqueue", "tenants", "o", "--partition-key", "umbrella")).strip()
+    mine = ok(run_cli(target, "jobs", "list", "tenants", "--partition-key", "acme"))
+    assert "partition key acme: 1 job(s)" in mine
+    only = json.loads(
+        ok(run_cli(target, "jobs", "list", "tenants", "--partition-key", "umbrella", "--json"))
+    )
+    assert [(j["id"], j["partition_key"]) for j in only] == [(int(other), "umbrella")]
+    refused = run_cli(
+        target, "jobs", "list", "tenants", "--partition-key", "acme", "--state", "dead"
+    )
+    fails(refused, 2, "no index holds the key of blocked or dead jobs")
+
+
 async def _dead_job(target: Any, queue: str) -> int:
     async with await alkstore.connect(target.url, **target.connect_kwargs()) as store:
         q = store.queue(queue, alkstore.QueueOpts(max_attempts=3))

@@ -161,6 +161,21 @@ async def test_a_job_page_shows_its_dedupe_key_and_once_finished_its_kept_result
     assert "&lt;b&gt;7&lt;/b&gt;" in body and "<b>7</b>" not in body
 
 
+async def test_a_job_page_shows_its_partition_key_live_and_dead(
+    store: alkstore.Store, serve: Serve
+) -> None:
+    q = store.queue("tenants")
+    job_id = await q.enqueue(b"x", alkstore.EnqueueOpts(partition_key="acme-<1>"))
+    served = serve()
+    status, body, _ = _get(served.url + f"/jobs/{job_id}")
+    assert status == 200 and "partition key" in body
+    assert "<code>acme-&lt;1&gt;</code>" in body  # shown, escaped
+    handle = await q.claim_one("w")
+    assert handle is not None and await handle.fail("boom")
+    status, body, _ = _get(served.url + f"/jobs/{job_id}")
+    assert status == 200 and "<code>acme-&lt;1&gt;</code>" in body
+
+
 async def test_a_blocked_jobs_page_links_to_its_workflow_graph(
     store: alkstore.Store, serve: Serve
 ) -> None:

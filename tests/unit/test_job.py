@@ -30,6 +30,7 @@ def row(**overrides: object) -> tuple[object, ...]:
         "last_error": None,
         "died_at": None,
         "dedupe_key": None,
+        "partition_key": None,
     }
     values.update(overrides)
     return tuple(values[name] for name in ROW_FIELDS)
@@ -44,6 +45,8 @@ def test_fields_read_from_the_row() -> None:
     assert job.expires_at is None and job.last_error is None and job.died_at is None
     assert job.dedupe_key is None and Job(row(dedupe_key="k")).dedupe_key == "k"
     assert Job(row()[:16]).dedupe_key is None  # a row of the v1 layout has no key
+    assert job.partition_key is None and Job(row(partition_key="t")).partition_key == "t"
+    assert Job(row()[:17]).partition_key is None  # a row of the older layout has no key
 
 
 def test_times_are_aware_utc_datetimes_from_posix_seconds() -> None:

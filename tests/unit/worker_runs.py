@@ -44,6 +44,7 @@ def make_run(
         "last_error": None,
         "died_at": None,
         "dedupe_key": None,
+        "partition_key": None,
     }
     row = tuple(values[field] for field in ROW_FIELDS)
     handle = JobHandle(None, Job(row))  # type: ignore[arg-type]  # no queue: no I/O here

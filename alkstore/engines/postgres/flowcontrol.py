@@ -95,7 +95,7 @@ class PostgresFlowControl(PostgresOutbox):
                 raise await self.failure(e, "claim") from e
             if rows and rows[-1][0] is None and rows[-1][3] == "regate":
                 return None
-        empty = [row[16] for row in rows if row[0] is None and row[3] == "empty"]
+        empty = [row[17] for row in rows if row[0] is None and row[3] == "empty"]
         if empty:
             await self._fair_prune(queue, empty)
         return Claimed([row for row in rows if row[0] is not None])

@@ -36,12 +36,12 @@ LIVE_STATE_SQL: dict[str, str] = {
 LIVE_COLUMNS = (
     "id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts, "
     "visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, "
-    "last_error, NULL::timestamptz AS died_at, dedupe_key"
+    "last_error, NULL::timestamptz AS died_at, dedupe_key, partition_key"
 )
 DEAD_COLUMNS = (
     "id, queue, payload, 'dead' AS state, priority, run_at, created_at, attempts, max_attempts, "
     "visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, "
-    "last_error, died_at, dedupe_key"
+    "last_error, died_at, dedupe_key, partition_key"
 )
 _TIME_COLUMNS = {"created": "created_at", "run_at": "run_at", "died": "died_at"}
 _JSON = "{schema}.alk_json(payload)"
@@ -99,7 +99,7 @@ def compile_where(f: JobFilter, table: str, prefix: str = "f") -> tuple[str, dic
 
 
 class PostgresSearch(PostgresConnections):
-    """``Engine.search_jobs`` and ``Engine.count_jobs``."""
+    """``Engine.search_jobs``, ``Engine.count_jobs`` and ``Engine.list_key_jobs``."""
 
     def sql(self, text: str) -> bytes:
         """Format this module's SQL like the named queries (schema, time source)."""
@@ -124,6 +124,13 @@ class PostgresSearch(PostgresConnections):
         text = f"SELECT * FROM ({' UNION ALL '.join(arms)}) AS r ORDER BY id LIMIT %(limit)s"
         params = {**live_params, **dead_params, "after": after, "limit": limit}
         return await self._run_rows(text, params, "search_jobs")
+
+    async def list_key_jobs(
+        self, queue: str, key: str, state: str | None, limit: int, cursor: int, before: bool
+    ) -> list[Row]:
+        name = "admin_list_key_before" if before else "admin_list_key"
+        params = {"queue": queue, "key": key, "state": state, "limit": limit, "cursor": cursor}
+        return await self._fetchall(name, params)
 
     async def count_jobs(self, f: JobFilter) -> int:
         live, live_params = compile_where(f, "live", "l")

@@ -32,12 +32,12 @@ LIVE_STATE_SQL: dict[str, str] = {
 LIVE_COLUMNS = (
     "id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts, "
     "visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, "
-    "last_error, NULL AS died_at, dedupe_key"
+    "last_error, NULL AS died_at, dedupe_key, partition_key"
 )
 DEAD_COLUMNS = (
     "id, queue, payload, 'dead' AS state, priority, run_at, created_at, attempts, max_attempts, "
     "visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at, "
-    "last_error, died_at, dedupe_key"
+    "last_error, died_at, dedupe_key, partition_key"
 )
 _TIME_COLUMNS = {"created": "created_at", "run_at": "run_at", "died": "died_at"}
 _JSON = "(CASE WHEN json_valid(CAST(payload AS TEXT)) THEN CAST(payload AS TEXT) END)"
@@ -108,7 +108,7 @@ def compile_where(f: JobFilter, table: str, prefix: str = "f") -> tuple[str, dic
 
 
 class SqliteSearch(SqliteConnections):
-    """``Engine.search_jobs`` and ``Engine.count_jobs``."""
+    """``Engine.search_jobs``, ``Engine.count_jobs`` and ``Engine.list_key_jobs``."""
 
     async def search_jobs(self, f: JobFilter, after: int, limit: int) -> list[Row]:
         live, live_params = compile_where(f, "live", "l")
@@ -133,6 +133,13 @@ class SqliteSearch(SqliteConnections):
             return conn.execute(text, {**params, "now": self._clock()}).fetchall()
 
         return await self._call(self._read, read)
+
+    async def list_key_jobs(
+        self, queue: str, key: str, state: str | None, limit: int, cursor: int, before: bool
+    ) -> list[Row]:
+        name = "admin_list_key_before" if before else "admin_list_key"
+        params = {"queue": queue, "key": key, "state": state, "limit": limit, "cursor": cursor}
+        return await self._fetchall(name, params)
 
     async def count_jobs(self, f: JobFilter) -> int:
         live, live_params = compile_where(f, "live", "l")

@@ -240,7 +240,7 @@ RETURNING j.id, j.queue, j.payload, j.state, j.priority, date_part('epoch', j.ru
           date_part('epoch', j.created_at), j.attempts, j.max_attempts,
           j.visibility_timeout_s, j.retry_base_s, date_part('epoch', j.expires_at),
           j.worker_id, date_part('epoch', j.claim_expires_at), j.last_error,
-          NULL::float8 AS died_at, j.dedupe_key
+          NULL::float8 AS died_at, j.dedupe_key, j.partition_key
 
 -- name: claim
 -- The pre-claim exhausted sweep and the claim, one statement (one transaction):
@@ -318,7 +318,7 @@ SELECT NULL::bigint, NULL::text, NULL::bytea,
        CASE WHEN limited THEN 'limited' ELSE 'fair' END, NULL::integer,
        NULL::float8, NULL::float8, NULL::integer, NULL::integer, NULL::float8,
        NULL::float8, NULL::float8, NULL::text, NULL::float8, NULL::text,
-       NULL::float8, NULL::text
+       NULL::float8, NULL::text, NULL::text
 FROM gate WHERE (limited OR fair) AND NOT paused AND %(gated)s;
 
 -- name: claim_lean
@@ -367,7 +367,7 @@ UNION ALL
 SELECT NULL::bigint, NULL::text, NULL::bytea, CASE WHEN gate THEN 'gated' ELSE 'lapsed' END,
        NULL::integer, NULL::float8, NULL::float8, NULL::integer, NULL::integer, NULL::float8,
        NULL::float8, NULL::float8, NULL::text, NULL::float8, NULL::text,
-       NULL::float8, NULL::text
+       NULL::float8, NULL::text, NULL::text
 FROM open WHERE gate OR lapsed;
 
 -- name: lock_settings
@@ -429,14 +429,14 @@ WITH picked AS MATERIALIZED (
     RETURNING j.id, j.queue, j.payload, j.state, j.priority, j.run_at, j.created_at,
               j.attempts, j.max_attempts, j.visibility_timeout_s, j.retry_base_s,
               j.expires_at, j.worker_id, j.claim_expires_at, j.last_error,
-              NULL::timestamptz AS died_at, j.dedupe_key, picked.was
+              NULL::timestamptz AS died_at, j.dedupe_key, j.partition_key, picked.was
 ), announced AS MATERIALIZED (
     SELECT pg_notify(%(queue)s, 'reclaimed:' || c.id || ':' || c.attempts)
     FROM claimed AS c WHERE c.was = 'processing'
 )
 SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       last_error, died_at, dedupe_key
+       last_error, died_at, dedupe_key, partition_key
 FROM claimed WHERE (SELECT count(*) FROM announced) >= 0;
 
 -- name: set_tat
@@ -545,7 +545,7 @@ SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM dropped);
 -- :waited (the engine took the cursors waiting) never. A key found without
 -- live jobs is not dropped here (this snapshot predates the cursor lock, so an
 -- enqueue committed in between would be missed): a marker row (state 'empty',
--- the key in the last column) asks for fair_prune.
+-- the key in its partition_key column, the last) asks for fair_prune.
 WITH gate AS MATERIALIZED (
     SELECT paused, (concurrency IS NOT NULL OR partition_concurrency IS NOT NULL
                     OR rate_count IS NOT NULL) AS limited, fair
@@ -702,7 +702,7 @@ WITH gate AS MATERIALIZED (
     RETURNING j.id, j.queue, j.payload, j.state, j.priority, j.run_at, j.created_at,
               j.attempts, j.max_attempts, j.visibility_timeout_s, j.retry_base_s,
               j.expires_at, j.worker_id, j.claim_expires_at, j.last_error,
-              NULL::timestamptz AS died_at, j.dedupe_key, taken.was
+              NULL::timestamptz AS died_at, j.dedupe_key, j.partition_key, taken.was
 ), announced AS MATERIALIZED (
     -- a lapsed claim taken over: tell the worker still holding it (delivered at commit)
     SELECT pg_notify(%(queue)s, 'reclaimed:' || c.id || ':' || c.attempts)
@@ -710,13 +710,13 @@ WITH gate AS MATERIALIZED (
 )
 SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       last_error, died_at, dedupe_key
+       last_error, died_at, dedupe_key, partition_key
 FROM claimed WHERE (SELECT count(*) FROM announced) + (SELECT count(*) FROM moved) >= 0
 UNION ALL
 SELECT NULL::bigint, NULL::text, NULL::bytea, q.marker,
        NULL::integer, NULL::timestamptz, NULL::timestamptz, NULL::integer, NULL::integer,
        NULL::float8, NULL::float8, NULL::timestamptz, NULL::text, NULL::timestamptz, NULL::text,
-       NULL::timestamptz, q.key
+       NULL::timestamptz, NULL::text, q.key
 FROM (SELECT 'busy' AS marker, NULL::text AS key FROM busy WHERE b
       UNION ALL
       SELECT 'regate', NULL FROM open WHERE NOT ok
@@ -1075,12 +1075,12 @@ WHERE id = %(id)s AND queue = %(queue)s
 -- name: get_job
 SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       last_error, NULL::timestamptz, dedupe_key
+       last_error, NULL::timestamptz, dedupe_key, partition_key
 FROM {schema}.alk_jobs WHERE id = %(id)s AND queue = %(queue)s
 UNION ALL
 SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       last_error, died_at, dedupe_key
+       last_error, died_at, dedupe_key, partition_key
 FROM {schema}.alk_dead WHERE id = %(id)s AND queue = %(queue)s;
 
 -- name: sweep
@@ -1199,7 +1199,7 @@ SELECT pg_notify(c, '') FROM unnest(%(channels)s::text[]) AS c;
 SELECT * FROM (
     (SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
             visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-            last_error, NULL::timestamptz AS died_at, dedupe_key
+            last_error, NULL::timestamptz AS died_at, dedupe_key, partition_key
      FROM {schema}.alk_jobs
      WHERE queue = %(queue)s AND (%(state)s::text IS NULL OR state = %(state)s::text)
        AND id > %(after)s
@@ -1207,7 +1207,7 @@ SELECT * FROM (
     UNION ALL
     (SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
             visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-            last_error, died_at, dedupe_key
+            last_error, died_at, dedupe_key, partition_key
      FROM {schema}.alk_dead
      WHERE queue = %(queue)s AND (%(state)s::text IS NULL OR %(state)s::text = 'dead')
        AND id > %(after)s
@@ -1220,7 +1220,7 @@ ORDER BY id LIMIT %(limit)s;
 SELECT * FROM (
     (SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
             visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-            last_error, NULL::timestamptz AS died_at, dedupe_key
+            last_error, NULL::timestamptz AS died_at, dedupe_key, partition_key
      FROM {schema}.alk_jobs
      WHERE queue = %(queue)s AND (%(state)s::text IS NULL OR state = %(state)s::text)
        AND id < %(before)s
@@ -1228,10 +1228,57 @@ SELECT * FROM (
     UNION ALL
     (SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
             visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-            last_error, died_at, dedupe_key
+            last_error, died_at, dedupe_key, partition_key
      FROM {schema}.alk_dead
      WHERE queue = %(queue)s AND (%(state)s::text IS NULL OR %(state)s::text = 'dead')
        AND id < %(before)s
+     ORDER BY id DESC LIMIT %(limit)s)
+) AS rows
+ORDER BY id DESC LIMIT %(limit)s;
+
+-- name: admin_list_key
+-- One partition key's pending and processing rows of a queue (or one of those two
+-- states) in id order after %(cursor)s: a keyset page. Each arm is a state whose
+-- keyed rows a partial index holds by key (pending: alk_jobs_fair; processing:
+-- alk_jobs_partition), so the planner can read the key's own rows of that state
+-- and keep the page, a cost bounded by the key's live jobs, not the queue's. No
+-- index holds the key of blocked or dead rows: they are not listed here.
+SELECT * FROM (
+    (SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
+            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+            last_error, NULL::timestamptz AS died_at, dedupe_key, partition_key
+     FROM {schema}.alk_jobs
+     WHERE queue = %(queue)s AND partition_key = %(key)s AND state = 'pending'
+       AND %(state)s::text IS DISTINCT FROM 'processing' AND id > %(cursor)s
+     ORDER BY id LIMIT %(limit)s)
+    UNION ALL
+    (SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
+            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+            last_error, NULL::timestamptz AS died_at, dedupe_key, partition_key
+     FROM {schema}.alk_jobs
+     WHERE queue = %(queue)s AND partition_key = %(key)s AND state = 'processing'
+       AND %(state)s::text IS DISTINCT FROM 'pending' AND id > %(cursor)s
+     ORDER BY id LIMIT %(limit)s)
+) AS rows
+ORDER BY id LIMIT %(limit)s;
+
+-- name: admin_list_key_before
+-- The page before %(cursor)s of admin_list_key, nearest first.
+SELECT * FROM (
+    (SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
+            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+            last_error, NULL::timestamptz AS died_at, dedupe_key, partition_key
+     FROM {schema}.alk_jobs
+     WHERE queue = %(queue)s AND partition_key = %(key)s AND state = 'pending'
+       AND %(state)s::text IS DISTINCT FROM 'processing' AND id < %(cursor)s
+     ORDER BY id DESC LIMIT %(limit)s)
+    UNION ALL
+    (SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
+            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+            last_error, NULL::timestamptz AS died_at, dedupe_key, partition_key
+     FROM {schema}.alk_jobs
+     WHERE queue = %(queue)s AND partition_key = %(key)s AND state = 'processing'
+       AND %(state)s::text IS DISTINCT FROM 'pending' AND id < %(cursor)s
      ORDER BY id DESC LIMIT %(limit)s)
 ) AS rows
 ORDER BY id DESC LIMIT %(limit)s;
@@ -1241,7 +1288,7 @@ ORDER BY id DESC LIMIT %(limit)s;
 -- primary key (the dashboard's /dead), never an OFFSET.
 SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       last_error, died_at, dedupe_key
+       last_error, died_at, dedupe_key, partition_key
 FROM {schema}.alk_dead
 WHERE id > %(after)s ORDER BY id LIMIT %(limit)s;
 
@@ -1249,7 +1296,7 @@ WHERE id > %(after)s ORDER BY id LIMIT %(limit)s;
 -- The page before %(before)s: dead rows with id < %(before)s, nearest first.
 SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       last_error, died_at, dedupe_key
+       last_error, died_at, dedupe_key, partition_key
 FROM {schema}.alk_dead
 WHERE id < %(before)s ORDER BY id DESC LIMIT %(limit)s;
 
@@ -1257,12 +1304,12 @@ WHERE id < %(before)s ORDER BY id DESC LIMIT %(limit)s;
 -- One row by id in any queue, live or dead (ids are unique across both tables).
 SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       last_error, NULL::timestamptz, dedupe_key
+       last_error, NULL::timestamptz, dedupe_key, partition_key
 FROM {schema}.alk_jobs WHERE id = %(id)s
 UNION ALL
 SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       last_error, died_at, dedupe_key
+       last_error, died_at, dedupe_key, partition_key
 FROM {schema}.alk_dead WHERE id = %(id)s;
 
 -- name: admin_outcomes

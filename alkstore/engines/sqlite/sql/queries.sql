@@ -120,7 +120,7 @@ WHERE id IN (
 )
 RETURNING id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
           visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-          last_error, NULL, dedupe_key;
+          last_error, NULL, dedupe_key, partition_key;
 
 -- name: lapsed_ids
 -- Lapsed claims that a claim may take over (usually none): their holders are
@@ -155,7 +155,7 @@ SET state = 'processing',
 WHERE id IN (SELECT value FROM json_each(:ids)) AND +queue = :queue
 RETURNING id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
           visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-          last_error, NULL, dedupe_key;
+          last_error, NULL, dedupe_key, partition_key;
 
 -- name: count_running
 -- Unexpired claims of a queue (a lapsed claim no longer holds a slot).
@@ -392,12 +392,12 @@ DELETE FROM alk_jobs WHERE id = :id AND queue = :queue;
 -- name: get_job
 SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       last_error, NULL, dedupe_key
+       last_error, NULL, dedupe_key, partition_key
 FROM alk_jobs WHERE id = :id AND queue = :queue
 UNION ALL
 SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       last_error, died_at, dedupe_key
+       last_error, died_at, dedupe_key, partition_key
 FROM alk_dead WHERE id = :id AND queue = :queue;
 
 -- name: expire_copy
@@ -490,12 +490,12 @@ SELECT id, channel, payload FROM alk_notes WHERE id > :cursor ORDER BY id LIMIT 
 SELECT * FROM (
     SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-           last_error, NULL AS died_at, dedupe_key
+           last_error, NULL AS died_at, dedupe_key, partition_key
     FROM alk_jobs WHERE queue = :queue AND (:state IS NULL OR state = :state) AND id > :after
     UNION ALL
     SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-           last_error, died_at, dedupe_key
+           last_error, died_at, dedupe_key, partition_key
     FROM alk_dead WHERE queue = :queue AND (:state IS NULL OR :state = 'dead') AND id > :after
 )
 ORDER BY id LIMIT :limit;
@@ -506,13 +506,64 @@ ORDER BY id LIMIT :limit;
 SELECT * FROM (
     SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-           last_error, NULL AS died_at, dedupe_key
+           last_error, NULL AS died_at, dedupe_key, partition_key
     FROM alk_jobs WHERE queue = :queue AND (:state IS NULL OR state = :state) AND id < :before
     UNION ALL
     SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-           last_error, died_at, dedupe_key
+           last_error, died_at, dedupe_key, partition_key
     FROM alk_dead WHERE queue = :queue AND (:state IS NULL OR :state = 'dead') AND id < :before
+)
+ORDER BY id DESC LIMIT :limit;
+
+-- name: admin_list_key
+-- One partition key's pending and processing rows of a queue (or one of those two
+-- states) in id order after :cursor: a keyset page. Each arm reads the key's rows
+-- of its state from the partial index that holds them by key (pending:
+-- alk_jobs_fair; processing: alk_jobs_partition) and keeps the page: a cost
+-- bounded by the key's live jobs, not the queue's. No index holds the key of
+-- blocked or dead rows: they are not listed here.
+SELECT * FROM (
+    SELECT * FROM (
+        SELECT id, queue, payload, state, priority, run_at, created_at, attempts,
+               max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id,
+               claim_expires_at, last_error, NULL AS died_at, dedupe_key, partition_key
+        FROM alk_jobs INDEXED BY alk_jobs_fair
+        WHERE queue = :queue AND partition_key = :key AND state = 'pending'
+          AND :state IS NOT 'processing' AND id > :cursor
+        ORDER BY id LIMIT :limit)
+    UNION ALL
+    SELECT * FROM (
+        SELECT id, queue, payload, state, priority, run_at, created_at, attempts,
+               max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id,
+               claim_expires_at, last_error, NULL AS died_at, dedupe_key, partition_key
+        FROM alk_jobs INDEXED BY alk_jobs_partition
+        WHERE queue = :queue AND partition_key = :key AND state = 'processing'
+          AND :state IS NOT 'pending' AND id > :cursor
+        ORDER BY id LIMIT :limit)
+)
+ORDER BY id LIMIT :limit;
+
+-- name: admin_list_key_before
+-- The page before :cursor of admin_list_key, nearest first.
+SELECT * FROM (
+    SELECT * FROM (
+        SELECT id, queue, payload, state, priority, run_at, created_at, attempts,
+               max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id,
+               claim_expires_at, last_error, NULL AS died_at, dedupe_key, partition_key
+        FROM alk_jobs INDEXED BY alk_jobs_fair
+        WHERE queue = :queue AND partition_key = :key AND state = 'pending'
+          AND :state IS NOT 'processing' AND id < :cursor
+        ORDER BY id DESC LIMIT :limit)
+    UNION ALL
+    SELECT * FROM (
+        SELECT id, queue, payload, state, priority, run_at, created_at, attempts,
+               max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id,
+               claim_expires_at, last_error, NULL AS died_at, dedupe_key, partition_key
+        FROM alk_jobs INDEXED BY alk_jobs_partition
+        WHERE queue = :queue AND partition_key = :key AND state = 'processing'
+          AND :state IS NOT 'pending' AND id < :cursor
+        ORDER BY id DESC LIMIT :limit)
 )
 ORDER BY id DESC LIMIT :limit;
 
@@ -521,7 +572,7 @@ ORDER BY id DESC LIMIT :limit;
 -- primary key (the dashboard's /dead), never an OFFSET.
 SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       last_error, died_at, dedupe_key
+       last_error, died_at, dedupe_key, partition_key
 FROM alk_dead
 WHERE id > :after ORDER BY id LIMIT :limit;
 
@@ -529,7 +580,7 @@ WHERE id > :after ORDER BY id LIMIT :limit;
 -- The page before :before: dead rows with id < :before, nearest first.
 SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       last_error, died_at, dedupe_key
+       last_error, died_at, dedupe_key, partition_key
 FROM alk_dead
 WHERE id < :before ORDER BY id DESC LIMIT :limit;
 
@@ -537,12 +588,12 @@ WHERE id < :before ORDER BY id DESC LIMIT :limit;
 -- One row by id in any queue, live or dead (ids are unique across both tables).
 SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       last_error, NULL, dedupe_key
+       last_error, NULL, dedupe_key, partition_key
 FROM alk_jobs WHERE id = :id
 UNION ALL
 SELECT id, queue, payload, 'dead', priority, run_at, created_at, attempts, max_attempts,
        visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-       last_error, died_at, dedupe_key
+       last_error, died_at, dedupe_key, partition_key
 FROM alk_dead WHERE id = :id;
 
 -- name: admin_outcomes
