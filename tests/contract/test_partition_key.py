@@ -106,6 +106,7 @@ async def test_listings_and_searches_carry_the_key_of_live_and_dead_jobs(
 
 async def test_a_handler_reads_its_jobs_partition_key(target: Target, qname: str) -> None:
     seen: dict[str, str | None] = {}
+    both = asyncio.Event()
     app = alkstore.App(target.url, schema=target.schema)
 
     @app.task(queue=qname, name="tenant_work")
@@ -113,6 +114,8 @@ async def test_a_handler_reads_its_jobs_partition_key(target: Target, qname: str
         job = current_job()
         assert job is not None
         seen[name] = job.partition_key
+        if len(seen) == 2:
+            both.set()
 
     async with app:
         await tenant_work.configure(partition_key="acme").defer(name="keyed")
@@ -120,9 +123,7 @@ async def test_a_handler_reads_its_jobs_partition_key(target: Target, qname: str
         worker = app.worker(handle_signals=False, poll_interval_s=0.2)
         running: asyncio.Task[Any] = asyncio.create_task(worker.run())
         try:
-            async with asyncio.timeout(30):
-                while len(seen) < 2:
-                    await asyncio.sleep(0.02)  # polling the handlers' record; bounded above
+            await asyncio.wait_for(both.wait(), 30)  # set by the second handler
         finally:
             worker.stop()
             await running
