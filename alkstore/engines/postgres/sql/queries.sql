@@ -1193,13 +1193,17 @@ SELECT pg_notify(c, '') FROM unnest(%(channels)s::text[]) AS c;
 
 -- Admin (alkstore/admin.py): reads and repairs beyond the queue contract.
 
+-- fragment: live_row
+-- A live job's columns as the admin listings return them (alk_jobs has no died_at).
+id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
+visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+last_error, NULL::timestamptz AS died_at, dedupe_key, partition_key
+
 -- name: admin_list_jobs
 -- Live and dead rows of one queue (or one state) in id order after %(after)s, at most
 -- %(limit)s: a keyset page (never an OFFSET).
 SELECT * FROM (
-    (SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
-            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-            last_error, NULL::timestamptz AS died_at, dedupe_key, partition_key
+    (SELECT {live_row}
      FROM {schema}.alk_jobs
      WHERE queue = %(queue)s AND (%(state)s::text IS NULL OR state = %(state)s::text)
        AND id > %(after)s
@@ -1218,9 +1222,7 @@ ORDER BY id LIMIT %(limit)s;
 -- name: admin_list_jobs_before
 -- The page before %(before)s: rows of one queue (or one state), nearest first.
 SELECT * FROM (
-    (SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
-            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-            last_error, NULL::timestamptz AS died_at, dedupe_key, partition_key
+    (SELECT {live_row}
      FROM {schema}.alk_jobs
      WHERE queue = %(queue)s AND (%(state)s::text IS NULL OR state = %(state)s::text)
        AND id < %(before)s
@@ -1244,17 +1246,13 @@ ORDER BY id DESC LIMIT %(limit)s;
 -- and keep the page, a cost bounded by the key's live jobs, not the queue's. No
 -- index holds the key of blocked or dead rows: they are not listed here.
 SELECT * FROM (
-    (SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
-            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-            last_error, NULL::timestamptz AS died_at, dedupe_key, partition_key
+    (SELECT {live_row}
      FROM {schema}.alk_jobs
      WHERE queue = %(queue)s AND partition_key = %(key)s AND state = 'pending'
        AND %(state)s::text IS DISTINCT FROM 'processing' AND id > %(cursor)s
      ORDER BY id LIMIT %(limit)s)
     UNION ALL
-    (SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
-            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-            last_error, NULL::timestamptz AS died_at, dedupe_key, partition_key
+    (SELECT {live_row}
      FROM {schema}.alk_jobs
      WHERE queue = %(queue)s AND partition_key = %(key)s AND state = 'processing'
        AND %(state)s::text IS DISTINCT FROM 'pending' AND id > %(cursor)s
@@ -1265,17 +1263,13 @@ ORDER BY id LIMIT %(limit)s;
 -- name: admin_list_key_before
 -- The page before %(cursor)s of admin_list_key, nearest first.
 SELECT * FROM (
-    (SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
-            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-            last_error, NULL::timestamptz AS died_at, dedupe_key, partition_key
+    (SELECT {live_row}
      FROM {schema}.alk_jobs
      WHERE queue = %(queue)s AND partition_key = %(key)s AND state = 'pending'
        AND %(state)s::text IS DISTINCT FROM 'processing' AND id < %(cursor)s
      ORDER BY id DESC LIMIT %(limit)s)
     UNION ALL
-    (SELECT id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
-            visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
-            last_error, NULL::timestamptz AS died_at, dedupe_key, partition_key
+    (SELECT {live_row}
      FROM {schema}.alk_jobs
      WHERE queue = %(queue)s AND partition_key = %(key)s AND state = 'processing'
        AND %(state)s::text IS DISTINCT FROM 'pending' AND id < %(cursor)s

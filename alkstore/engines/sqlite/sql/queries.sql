@@ -516,6 +516,12 @@ SELECT * FROM (
 )
 ORDER BY id DESC LIMIT :limit;
 
+-- fragment: live_row
+-- A live job's columns as the admin listings return them (alk_jobs has no died_at).
+id, queue, payload, state, priority, run_at, created_at, attempts, max_attempts,
+visibility_timeout_s, retry_base_s, expires_at, worker_id, claim_expires_at,
+last_error, NULL AS died_at, dedupe_key, partition_key
+
 -- name: admin_list_key
 -- One partition key's pending and processing rows of a queue (or one of those two
 -- states) in id order after :cursor: a keyset page. Each arm reads the key's rows
@@ -525,18 +531,14 @@ ORDER BY id DESC LIMIT :limit;
 -- blocked or dead rows: they are not listed here.
 SELECT * FROM (
     SELECT * FROM (
-        SELECT id, queue, payload, state, priority, run_at, created_at, attempts,
-               max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id,
-               claim_expires_at, last_error, NULL AS died_at, dedupe_key, partition_key
+        SELECT {live_row}
         FROM alk_jobs INDEXED BY alk_jobs_fair
         WHERE queue = :queue AND partition_key = :key AND state = 'pending'
           AND :state IS NOT 'processing' AND id > :cursor
         ORDER BY id LIMIT :limit)
     UNION ALL
     SELECT * FROM (
-        SELECT id, queue, payload, state, priority, run_at, created_at, attempts,
-               max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id,
-               claim_expires_at, last_error, NULL AS died_at, dedupe_key, partition_key
+        SELECT {live_row}
         FROM alk_jobs INDEXED BY alk_jobs_partition
         WHERE queue = :queue AND partition_key = :key AND state = 'processing'
           AND :state IS NOT 'pending' AND id > :cursor
@@ -548,18 +550,14 @@ ORDER BY id LIMIT :limit;
 -- The page before :cursor of admin_list_key, nearest first.
 SELECT * FROM (
     SELECT * FROM (
-        SELECT id, queue, payload, state, priority, run_at, created_at, attempts,
-               max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id,
-               claim_expires_at, last_error, NULL AS died_at, dedupe_key, partition_key
+        SELECT {live_row}
         FROM alk_jobs INDEXED BY alk_jobs_fair
         WHERE queue = :queue AND partition_key = :key AND state = 'pending'
           AND :state IS NOT 'processing' AND id < :cursor
         ORDER BY id DESC LIMIT :limit)
     UNION ALL
     SELECT * FROM (
-        SELECT id, queue, payload, state, priority, run_at, created_at, attempts,
-               max_attempts, visibility_timeout_s, retry_base_s, expires_at, worker_id,
-               claim_expires_at, last_error, NULL AS died_at, dedupe_key, partition_key
+        SELECT {live_row}
         FROM alk_jobs INDEXED BY alk_jobs_partition
         WHERE queue = :queue AND partition_key = :key AND state = 'processing'
           AND :state IS NOT 'pending' AND id < :cursor
