@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from alkstore.core.filters import JobFilter
     from alkstore.core.health import HealthFacts  # the doctor's types: not imported at start
 
-__all__ = ["Engine", "EngineTransaction", "NoteSink", "SupportsOutbox"]
+__all__ = ["Engine", "EngineTransaction", "NoteSink", "SupportsHandoff", "SupportsOutbox"]
 
 # Called by an engine's listener, on the store's event loop, with each batch of
 # (channel, payload) notes; an empty batch means "a gap: notes may have been
@@ -106,6 +106,33 @@ class SupportsOutbox(Protocol):
         stamps: Stamps,
     ) -> list[Enqueued]:
         """The same on the caller's blocking connection."""
+
+
+@runtime_checkable
+class SupportsHandoff(Protocol):
+    """A capability: an enqueue may insert its job already claimed by an idle worker,
+    which hears of it on a channel of its own (docs/postgres.md "Hand-offs").
+
+    A worker opens a slot (``handoff_open``: its channel, or ``None`` when this
+    store hands nothing off), listens on the channel, says when it is idle
+    (``handoff_idle``: its last claim found its queues empty and it has a free
+    slot) and closes the slot when it stops. A note on the channel is a row
+    (``handoff_row`` decodes it; ``None``: fetch it with ``handed_row``)."""
+
+    async def handoff_open(self, worker_id: str, queues: Sequence[str]) -> tuple[int, str] | None:
+        """Register ``worker_id`` for hand-offs of ``queues``: (slot, channel), or None."""
+
+    def handoff_idle(self, slot: int, idle: bool) -> None:
+        """Take (``idle``) or drop the slot's idle mark; not waited for."""
+
+    async def handoff_close(self, slot: int) -> None:
+        """Drop the idle mark and the slot (a worker's stop)."""
+
+    def handoff_row(self, payload: str) -> Row | int:
+        """A hand-off note's row, or the job id alone when it did not fit in the note."""
+
+    async def handed_row(self, job_id: int, worker_id: str) -> Row | None:
+        """The row of a job handed to ``worker_id`` (still its first claim), or None."""
 
 
 class Engine(Protocol):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -27,8 +27,16 @@ __all__ = ["ListenerHub", "Subscription"]
 class Subscription:
     """Notifications of some channels: ``async for note in sub``."""
 
-    def __init__(self, hub: ListenerHub, channels: tuple[str, ...], *, wake_only: bool) -> None:
+    def __init__(
+        self,
+        hub: ListenerHub,
+        channels: tuple[str, ...],
+        *,
+        wake_only: bool,
+        on_note: Callable[[Notification], None] | None = None,
+    ) -> None:
         self._hub = hub
+        self._on_note = on_note  # handed each note as it is read (a worker's hand-offs)
         self.channels = channels
         self._wake_only = wake_only
         self._notes: deque[Notification] = deque()
@@ -38,6 +46,9 @@ class Subscription:
 
     # -- fed by the hub ------------------------------------------------------
     def _push(self, note: Notification) -> None:
+        if self._on_note is not None:
+            self._on_note(note)
+            return
         if not self._wake_only:
             self._notes.append(note)
         self._event.set()

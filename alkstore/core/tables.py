@@ -6,7 +6,8 @@ flags are ``bool``, payloads ``bytes``. ``canonical`` then makes rows of both
 engines comparable (times to whole microseconds, PostgreSQL's resolution), and
 ``Digest`` sums up a table's canonical rows in key order.
 
-Not copied: ``alk_workers`` (the source's live workers, refused by the copy),
+Not copied: ``alk_workers`` (the source's live workers, refused by the copy) and
+PostgreSQL's ``alk_handoff`` (their hand-off slots),
 ``alk_ack_receipts`` (proofs of the live workers' ack batches), ``alk_bulk_actions``
 (the source's bulk-action audit and cursors) and SQLite's ``alk_notes`` and
 ``alk_deps_woken`` (wake-ups, meaningless once delivered).

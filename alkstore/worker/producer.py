@@ -26,6 +26,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from alkstore.consume import ClaimLoop
+from alkstore.engine_door import engine_of
 from alkstore.errors import EngineError, StoreClosedError
 from alkstore.job_handle import release_many
 from alkstore.tracing import recording
@@ -112,6 +113,12 @@ class Producer:
         # database claims while this process decodes and gathers (``_take_later``)
         self.deferred: deque[tuple[list[JobHandle], float]] = deque()
         self.taking = 0  # jobs in ``deferred``
+        # tells the hand-off slot whether the worker takes hand-offs now (handoffs.py)
+        self.say_idle: Callable[[bool], None] | None = None
+        self.drained = False  # the last claim round found every queue short
+        self.handed = 0  # jobs handed to this worker and started
+        self.given_back = 0  # jobs handed to it without a free slot: given back
+        self.giving: set[asyncio.Task[Any]] = set()  # hand-offs being given back
 
     def open(self) -> None:
         """Bind to the running loop (``Worker.run``)."""
@@ -186,6 +193,8 @@ class Producer:
                     continue
                 left = await loop.attempt(self._claim_round, loop, queues, turn, want)
                 turn += 1
+                self.drained = bool(left)  # a failed round (None) takes no hand-offs
+                self._mark_idle()
                 if left is None or left == 0:
                     continue  # backed off after a failure, or the claim filled what we want
                 # every queue came back short: wait for a wake, a due job, the rate
@@ -245,6 +254,53 @@ class Producer:
             return -1
         self._take(handles, sent)
         return len(handles)
+
+    # -- hand-offs ------------------------------------------------------------------------
+    def _free(self) -> bool:
+        """Whether a job handed over now would start at once (a slot free, none ahead)."""
+        if self.active + len(self.ready) >= self.concurrency:
+            return False
+        limit = self.start_limit
+        return limit is None or self.started + len(self.ready) < limit
+
+    def _mark_idle(self) -> None:
+        say_idle = self.say_idle
+        if say_idle is not None:
+            say_idle(self.drained and not self.stop.requested and self._free())
+
+    def take_handed(self, handle: JobHandle) -> None:
+        """A job an enqueue claimed for this worker: start it in a free slot, else
+        give it back (pending again at its place: it never waits here behind others,
+        nor starts while this worker has a backlog to claim)."""
+        if self.stop.requested or not self.drained or not self._free():
+            self.given_back += 1
+            task = asyncio.get_running_loop().create_task(
+                self.db.call(self._give_back(handle), "give back")
+            )
+            self.giving.add(task)
+            task.add_done_callback(self._given)
+            self._mark_idle()
+            return
+        self.handed += 1
+        if self.metrics is not None:
+            run_at = handle.job.run_at.timestamp()
+            self.metrics.claimed(handle.job.queue, 1, (time.time() - run_at,))
+        self._take([handle], time.monotonic())
+        self._mark_idle()
+
+    @staticmethod
+    async def _give_back(handle: JobHandle) -> None:
+        """Pending again at its place, its attempt uncounted; its queue's consumers
+        woken (this worker's own claim loop among them: it claims when it has room)."""
+        if (await release_many([handle]))[0]:
+            await engine_of(handle._queue._store).wake(handle.job.queue)
+
+    def _given(self, task: asyncio.Task[Any]) -> None:
+        self.giving.discard(task)
+        if not task.cancelled() and task.exception() is not None:  # lapses, then reclaimed
+            log.warning(
+                "worker %s: a hand-off not given back: %s", self.worker_id, task.exception()
+            )
 
     # -- the slots --------------------------------------------------------------------
     def _take_later(self) -> None:
@@ -319,6 +375,8 @@ class Producer:
         self.duration_s = took if average is None else average + (took - average) * 0.1
         self.active -= 1
         self._fill()
+        if self.drained:  # a freed slot makes an idle worker of a drained one
+            self._mark_idle()
         if self.room is not None:
             self.room.set()
 
@@ -389,6 +447,8 @@ class Producer:
     # -- the stop -----------------------------------------------------------------------
     async def release_buffered(self) -> None:
         """Jobs claimed ahead and never started go back unrun (their attempt uncounted)."""
+        if self.giving:  # hand-offs that came while stopping
+            await asyncio.gather(*self.giving, return_exceptions=True)
         buffered = [run.handle for run in self.ready]
         for run in self.ready:
             self.held.discard(run)

@@ -55,6 +55,7 @@ from alkstore.worker.cancels import watch_cancels
 from alkstore.worker.completer import Completer
 from alkstore.worker.executor import Executor
 from alkstore.worker.gcpace import paced
+from alkstore.worker.handoffs import Handoffs
 from alkstore.worker.heartbeats import Heartbeats
 from alkstore.worker.netwait import STOPPING_WAIT_S, DbWaits
 from alkstore.worker.presence import Presence
@@ -165,8 +166,8 @@ class Worker:
         if unknown_task_max_age_s is not None:
             check_non_negative("unknown_task_max_age_s", unknown_task_max_age_s)
         self._db = DbWaits(self.worker_id)
-        if metrics_port is not None and (
-            type(metrics_port) is not int or not 0 <= metrics_port <= 65535
+        if metrics_port is not None and not (
+            type(metrics_port) is int and 0 <= metrics_port < 65536
         ):
             raise InvalidArgumentError(f"metrics_port must be in [0, 65535], got {metrics_port!r}")
         if metrics is None and metrics_port is not None:
@@ -336,10 +337,12 @@ class Worker:
         )
         sub = store._wake_subscription(*self.queues)
         drop = store._drop_ack_receipts(self.worker_id, RECEIPT_MAX_AGE_S)  # gone workers'
-        try:  # LISTEN and the receipts' drop at once (PostgreSQL: two connections opening
-            await asyncio.gather(  # together); both end before the first claim: no wake missed
+        handoffs = Handoffs(self.worker_id, producer, self._db)
+        try:  # LISTEN, the receipts' drop and the hand-off slot at once (PostgreSQL:
+            await asyncio.gather(  # connections opening together), all before the first claim
                 self._db.call(sub.__aenter__(), "listen", OPEN_WAIT_S, judge=False),
                 self._quietly(drop, "drop ack receipts"),
+                self._quietly(handoffs.open(store, queues), "open hand-offs"),
             )
             self._sub = sub
             if stop.requested:
@@ -363,6 +366,7 @@ class Worker:
                 await producer.run(store, queues, sub, self._pause)
             finally:
                 stop.requested = True
+                await self._quietly(handoffs.leave(), "leave hand-offs", judge=False)
                 await self._drain()
                 for service in services:
                     service.cancel()
@@ -381,6 +385,7 @@ class Worker:
                 raise
         finally:
             await self._quietly(sub.aclose(), "unlisten", judge=False)
+            await self._quietly(handoffs.close(), "close hand-offs", judge=False)
         if self._completer is not None:
             self._completer.summarize()  # the last window's outcomes
         log.info("worker %s stopped: %s", self.worker_id, dict(self.counts) or "no jobs")

@@ -396,6 +396,7 @@ async def test_a_copy_process_killed_mid_way_is_finished_by_a_rerun(
 
 NOT_COPIED = {
     "alk_workers",
+    "alk_handoff",  # the source's live workers' hand-off slots
     "alk_notes",
     "alk_migrations",
     "alk_ack_receipts",  # + live acks

@@ -234,3 +234,65 @@ async def test_the_doctor_runs_as_the_worker_role_and_says_what_it_cannot_see(
         assert seen[f"pid {other.info.backend_pid}"]["verdict"] == "action"  # a superuser sees
         for held in (other, own):
             held.execute("ROLLBACK")
+
+
+async def test_the_producer_role_hands_jobs_to_an_idle_worker_role_worker(
+    granted: Roles, tmp_path: Path
+) -> None:
+    """With the documented read grants, a producer's enqueue hands its job to an idle
+    worker running as the worker role (docs/postgres.md "Hand-offs"); without them
+    (a role granted before they were documented) the same enqueue inserts it pending."""
+    target = Target("postgres", granted.worker_url, granted.schema)
+    apps.app.url, apps.app.schema = target.url, target.schema
+    workers = Workers(target, tmp_path)
+    try:
+        store = await apps.app.connect()
+        proc = workers.start("--concurrency", "2")
+        async with await alkstore.connect(granted.producer_url, schema=granted.schema) as p:
+            for i in range(3):
+                await _until_idle(granted)
+                await p.queue("work").enqueue({"task": "echo", "args": {"key": f"h{i}"}})
+
+                async def ran(n: int = i + 1) -> bool:
+                    return len(await results(store)) == n
+
+                await wait_until(ran, what=f"job {i} to run")
+        with psycopg.connect(granted.pg_url, autocommit=True) as admin:
+            admin.execute(
+                sql.SQL("REVOKE SELECT ON {}.alk_handoff FROM {}").format(
+                    sql.Identifier(granted.schema), sql.Identifier(granted.producer)
+                )
+            )
+        async with await alkstore.connect(granted.producer_url, schema=granted.schema) as p:
+            await _until_idle(granted)
+            await p.queue("work").enqueue({"task": "echo", "args": {"key": "plain"}})
+            await wait_until(lambda: _count(store, 4), what="the plain job to run")
+        proc.terminate()
+        assert proc.wait(30) == 0, workers.log(proc)
+        assert "3 job(s) handed over" in workers.log(proc)
+        assert "permission denied" not in workers.log(proc)
+    finally:
+        workers.close()
+        await apps.app.close()
+        apps.app.url, apps.app.schema = None, "alkstore"
+
+
+async def _count(store: alkstore.Store, n: int) -> bool:
+    return len(await results(store)) == n
+
+
+async def _until_idle(roles: Roles) -> None:
+    """Until the worker holds its idle mark (an exclusive advisory lock of the schema's class)."""
+    from alkstore.engines.postgres.handoff import lock_class
+
+    async def idle() -> bool:
+        async with await psycopg.AsyncConnection.connect(roles.pg_url, autocommit=True) as c:
+            cur = await c.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s::oid"
+                " AND mode = 'ExclusiveLock' AND granted",
+                (lock_class(roles.schema) % 2**32,),
+            )
+            row = await cur.fetchone()
+            return row is not None and row[0] > 0
+
+    await wait_until(idle, what="the worker to be idle")

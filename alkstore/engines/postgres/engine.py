@@ -39,12 +39,11 @@ from alkstore.engines.postgres.copying import from_stored, to_stored
 from alkstore.engines.postgres.deps import PostgresDependencies
 from alkstore.engines.postgres.flowcontrol import PostgresFlowControl
 from alkstore.engines.postgres.giveback import PostgresGiveBack
+from alkstore.engines.postgres.handoff import PostgresHandoff
 from alkstore.engines.postgres.health import PostgresHealth
 from alkstore.engines.postgres.inserts import (
     insert_keyed,
     insert_params,
-    insert_query,
-    returned_ids,
 )
 from alkstore.engines.postgres.life import PostgresLife
 from alkstore.engines.postgres.listener import Listener
@@ -65,6 +64,7 @@ class PostgresEngine(
     PostgresLife,
     PostgresDependencies,
     PostgresBulk,
+    PostgresHandoff,
 ):
     """Storage in one PostgreSQL schema, shared by any number of processes and machines."""
 
@@ -82,28 +82,7 @@ class PostgresEngine(
         # whether the planner has statistics for fair_claim's tables, and when asked
         self._fair_stats: tuple[bool, float] | None = None
 
-    # -- enqueue ------------------------------------------------------------------------
-    async def enqueue(self, queue: str, payloads: Sequence[bytes], stamps: Stamps) -> list[int]:
-        pool = self.check_open()
-        mode = self.settings.wake
-        # idle waker: the wake rides on the insert, delivered at its commit
-        lead = mode == "coalesce" and self.lead_wake()
-        params = self.timed(insert_params(queue, payloads, stamps, wake=lead))
-        try:
-            async with pool.connection() as conn:
-                cur = await conn.execute(self.q[insert_query(stamps)], params)
-                ids = returned_ids(await cur.fetchall())
-                if mode == "on":  # the naive baseline: one awaited wake per enqueue
-                    try:
-                        await conn.execute(self.q["notify"], {"channel": queue, "payload": ""})
-                    except psycopg.Error as e:
-                        log.warning("alkstore: wake of %r not sent: %s", queue, e)
-        except psycopg.Error as e:
-            raise await self.failure(e, "enqueue") from e
-        if mode == "coalesce" and not lead:
-            self.send_wake(queue)
-        return ids
-
+    # -- enqueue (``enqueue`` itself, with its hand-offs: handoff.py) --------------------
     async def enqueue_debounced(
         self, queue: str, payload: bytes, key: str, push: bool, stamps: Stamps
     ) -> Enqueued:

@@ -35,11 +35,16 @@ Connect = Callable[[], Awaitable[psycopg.AsyncConnection[tuple[object, ...]]]]
 _RETRY_FIRST_S = 0.05
 _RETRY_MAX_S = 2.0
 _STOP_WAIT_S = 0.5  # the longest stop() waits for the listening task to end
+_RELOCK_S = 0.005  # a lock refused (an enqueue held it SHARE) is tried again after this
 
 
 def _retrieve(task: asyncio.Future[None]) -> None:
     if not task.cancelled():
         task.exception()  # a late error of a task left to end is not "never retrieved"
+
+
+def _lock_call(function: str, key: tuple[int, int]) -> sql.Composed:
+    return sql.SQL(function + "({}, {})").format(sql.Literal(key[0]), sql.Literal(key[1]))
 
 
 def _statement(verb: str, channels: Iterable[str]) -> sql.Composed:
@@ -56,6 +61,10 @@ class Listener:
         self._ping_s = ping_s
         self._wanted: set[str] = set()
         self._active: set[str] = set()
+        # session advisory locks (class, key) by owner: what each owner wants held,
+        # and what this connection holds (none after a reconnect: a new session)
+        self._locks: dict[object, frozenset[tuple[int, int]]] = {}
+        self._held: set[tuple[int, int]] = set()
         self._changed = asyncio.Event()
         self._waiters: list[asyncio.Future[None]] = []
         self._task: asyncio.Task[None] | None = None
@@ -75,6 +84,24 @@ class Listener:
         self._wanted.difference_update(channels)
         if self._task is not None:
             await self._sync()
+
+    def hold(self, owner: object, keys: Iterable[tuple[int, int]]) -> None:
+        """Have this connection hold the session advisory locks ``keys`` for ``owner``
+        (replacing what it asked for before; none releases them). Not waited for:
+        the listening task takes them between reads; a key another session holds
+        (SHARE, for a moment) is tried again shortly. They end with the session, so
+        a process that dies or loses its connection holds none."""
+        keys = frozenset(keys)
+        if keys:
+            self._locks[owner] = keys
+        else:
+            self._locks.pop(owner, None)
+        if self._task is not None and not self._stopping:
+            self._changed.set()
+
+    def holds(self, key: tuple[int, int]) -> bool:
+        """Whether the connection holds ``key`` now (as far as this process knows)."""
+        return key in self._held
 
     async def _sync(self) -> None:
         if self._stopping:
@@ -121,6 +148,7 @@ class Listener:
                 conn = await self._connect()
                 self.backend_pid = conn.info.backend_pid
                 self._active = set()
+                self._held = set()
                 await self._apply(conn)
                 self.connected.set()
                 if lost:
@@ -155,10 +183,33 @@ class Listener:
             if removed:
                 await conn.execute(_statement("UNLISTEN", removed))
             self._active = wanted
+            await self._lock(conn)
         finally:
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(None)
+
+    async def _lock(self, conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
+        """Bring the held advisory locks to the wanted set in one statement; a key
+        not granted at once is tried again in a few milliseconds."""
+        wanted = set().union(*self._locks.values()) if self._locks else set()
+        take, drop = sorted(wanted - self._held), sorted(self._held - wanted)
+        if not take and not drop:
+            return
+        calls = [_lock_call("pg_try_advisory_lock", key) for key in take]
+        calls += [_lock_call("pg_advisory_unlock", key) for key in drop]
+        cur = await conn.execute(sql.SQL("SELECT ") + sql.SQL(", ").join(calls))
+        row = await cur.fetchone()
+        assert row is not None
+        self._held.difference_update(drop)
+        missed = False
+        for key, got in zip(take, row, strict=False):
+            if got:
+                self._held.add(key)
+            else:
+                missed = True
+        if missed:
+            asyncio.get_running_loop().call_later(_RELOCK_S, self._changed.set)
 
     async def _serve(self, conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
         """Read notifications until the connection fails (raises) or we are cancelled.

@@ -32,6 +32,7 @@ OPTION_NAMES = {
     "listen": "on (default) or off: poll-only mode, for PgBouncer transaction pooling",
     "prepare": "on (default) or off: no server-side prepared statements (PgBouncer)",
     "migrate": "on (default): connect() creates or upgrades the schema; off: it only checks it",
+    "handoff": "on (default): an enqueue may hand its job to an idle worker; off: never",
 }
 
 
@@ -72,6 +73,7 @@ class PgSettings:
     listen: bool = True
     prepare: bool = True
     migrate: bool = True
+    handoff: bool = True
 
 
 def _libpq_keywords() -> frozenset[str]:
@@ -149,4 +151,5 @@ def parse_settings(url: str, options: dict[str, Any]) -> PgSettings:
         listen=check_switch("listen", ours.get("listen", "on")),
         prepare=check_switch("prepare", ours.get("prepare", "on")),
         migrate=check_switch("migrate", ours.get("migrate", "on")),
+        handoff=check_switch("handoff", ours.get("handoff", "on")),
     )

@@ -1798,3 +1798,96 @@ WITH deleted AS (
 )
 SELECT refused, ARRAY(SELECT id FROM deleted) FROM receipt;
 
+
+-- Hand-offs to idle workers (migration 0012, docs/postgres.md "Hand-offs").
+
+-- name: insert_handoff
+-- One immediately due job with no key, inserted already claimed by an idle
+-- worker of its queue when there is one (else as `insert_jobs` would: pending,
+-- its wake riding on it with :wake). A worker is idle while its listening
+-- connection holds the session advisory lock (:lock_class, slot's key for
+-- this second, see `handoff_key`); this transaction's try of the same key in
+-- SHARE mode fails exactly then. The candidates are tried in random order
+-- (spreading hand-offs over idle workers); a try that succeeds holds that key
+-- shared until this commit, which only delays that worker's next idle lock.
+-- open: no settings row gates the queue (paused, limited, fair): such a queue's
+-- jobs are claimed as always. The claim is this insert's own: it commits (and
+-- waits for its WAL flush) with the job, so no claim statement follows it. The
+-- worker is notified with the row (ROW_FIELDS order, payload in base64, built
+-- from this statement's parameters: a producer needs no SELECT on the row), or
+-- with its id alone when the payload would not fit in a notification.
+WITH open AS MATERIALIZED (
+    SELECT NOT EXISTS (SELECT 1 FROM {schema}.alk_queues
+                       WHERE queue = %(queue)s
+                         AND (paused OR concurrency IS NOT NULL
+                              OR partition_concurrency IS NOT NULL
+                              OR rate_count IS NOT NULL OR fair)) AS ok
+), idle AS MATERIALIZED (
+    SELECT slot, worker_id, channel FROM {schema}.alk_handoff
+    WHERE %(queue)s::text = ANY (queues) AND (SELECT ok FROM open)
+    ORDER BY random()
+), taker AS MATERIALIZED (
+    SELECT worker_id, channel FROM idle
+    WHERE NOT pg_try_advisory_xact_lock_shared(
+        %(lock_class)s::integer,
+        (mod(slot, 8388608) * 256
+         + mod(floor(date_part('epoch', {now}))::bigint, 256))::integer)
+    LIMIT 1
+), inserted AS (
+    INSERT INTO {schema}.alk_jobs (queue, payload, priority, run_at, created_at, max_attempts,
+                                   visibility_timeout_s, retry_base_s, expires_at, state,
+                                   attempts, worker_id, claim_expires_at)
+    SELECT %(queue)s::text, %(payload)s::bytea, %(priority)s::integer, {now}, {now},
+           %(max_attempts)s::integer, %(visibility)s::float8, %(retry_base)s::float8,
+           {now} + make_interval(secs => %(expires_in)s::float8),
+           CASE WHEN t.worker_id IS NULL THEN 'pending' ELSE 'processing' END,
+           CASE WHEN t.worker_id IS NULL THEN 0 ELSE 1 END, t.worker_id,
+           CASE WHEN t.worker_id IS NOT NULL
+                THEN {now} + make_interval(secs => %(visibility)s::float8) END
+    FROM (SELECT 1) AS one LEFT JOIN taker AS t ON true
+    RETURNING id
+), noted AS MATERIALIZED (
+    SELECT pg_notify(t.channel, CASE
+        WHEN octet_length(%(payload)s::bytea) <= 5000 THEN json_build_array(
+            i.id, %(queue)s::text, encode(%(payload)s::bytea, 'base64'), 'processing',
+            %(priority)s::integer, date_part('epoch', {now}), date_part('epoch', {now}), 1,
+            %(max_attempts)s::integer, %(visibility)s::float8, %(retry_base)s::float8,
+            date_part('epoch', {now} + make_interval(secs => %(expires_in)s::float8)),
+            t.worker_id,
+            date_part('epoch', {now} + make_interval(secs => %(visibility)s::float8)))::text
+        ELSE json_build_array(i.id)::text END)
+    FROM inserted AS i CROSS JOIN taker AS t
+), woken AS MATERIALIZED (
+    SELECT pg_notify(%(queue)s::text, '')
+    WHERE %(wake)s::boolean AND NOT EXISTS (SELECT 1 FROM taker)
+)
+SELECT id, (SELECT count(*) FROM noted) > 0 FROM inserted
+WHERE (SELECT count(*) FROM woken) >= 0;
+
+-- name: handoff_open
+-- A worker's hand-off row (its slot: the key of its idle lock); rows of workers
+-- gone for :older_than seconds (killed: a stopped worker deletes its own) go.
+WITH purged AS (
+    DELETE FROM {schema}.alk_handoff AS h
+    WHERE h.created_at < {now} - make_interval(secs => %(older_than)s::float8)
+      AND NOT EXISTS (SELECT 1 FROM {schema}.alk_workers AS w
+                      WHERE w.id = h.worker_id
+                        AND w.last_seen >= {now} - make_interval(secs => %(older_than)s::float8))
+)
+INSERT INTO {schema}.alk_handoff (worker_id, queues, channel, created_at)
+VALUES (%(worker)s, %(queues)s::text[], %(channel)s, {now})
+RETURNING slot, date_part('epoch', {now});
+
+-- name: handoff_close
+DELETE FROM {schema}.alk_handoff WHERE slot = %(slot)s;
+
+-- name: handed_row
+-- A handed job whose notification carried its id alone (a payload too large):
+-- its row, still this worker's first claim of it.
+SELECT id, queue, payload, state, priority, date_part('epoch', run_at),
+       date_part('epoch', created_at), attempts, max_attempts, visibility_timeout_s,
+       retry_base_s, date_part('epoch', expires_at), worker_id,
+       date_part('epoch', claim_expires_at), last_error, NULL::float8, dedupe_key,
+       partition_key
+FROM {schema}.alk_jobs
+WHERE id = %(id)s AND state = 'processing' AND attempts = 1 AND worker_id = %(worker)s;

@@ -453,3 +453,12 @@ CREATE TABLE {schema}.alk_bulk_actions (
 -- the whole table. This index makes the purge, and the dashboard's reads of a
 -- time range across queues, a range scan of the minutes concerned.
 CREATE INDEX alk_outcomes_minute ON {schema}.alk_outcomes (minute);
+
+-- Schema version 12: hand-offs to idle workers (sql/migrations/0012_handoff.sql).
+CREATE TABLE {schema}.alk_handoff (
+    slot       bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    worker_id  text        NOT NULL,
+    queues     text[]      NOT NULL,
+    channel    text        NOT NULL,
+    created_at timestamptz NOT NULL
+);
