@@ -71,9 +71,10 @@ async def test_an_idle_worker_starts_a_due_job_the_enqueue_handed_it(
     ran: list[tuple[int, int, str | None]] = []
 
     @app.task(queue="q", name="t")
-    async def t(i: int) -> None:
+    async def t(i: int, note: str = "") -> None:
         job = current_job()
         assert job is not None
+        assert len(note) == i or not note
         ran.append((i, job.attempts, job.worker_id))
 
     worker = app.worker(concurrency=2, poll_interval_s=30)  # no re-poll claims meanwhile
@@ -90,6 +91,12 @@ async def test_an_idle_worker_starts_a_due_job_the_enqueue_handed_it(
             await until(lambda: idle_locks(conn, schema), "the worker to be idle again")
         assert ran == [(i, 1, worker.worker_id) for i in range(3)]
         assert worker._producer.handed == 3  # started on the notes: never claimed
+        for size in (200, 6000):  # base64 over several lines; too large for a note
+            await until(lambda: idle_locks(conn, schema), "the worker to be idle")
+            await t.defer(size, note="x" * size)
+        await until(lambda: len(ran) == 5, "the larger jobs to run")
+        assert ran[3:] == [(200, 1, worker.worker_id), (6000, 1, worker.worker_id)]
+        assert worker._producer.handed == 5
     finally:
         worker.stop()
         await run
