@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from psycopg import pq
 
@@ -130,7 +130,9 @@ def parse_settings(url: str, options: dict[str, Any]) -> PgSettings:
         )
     ours.update(options)
     _with_defaults(libpq, keywords)
-    conninfo = urlunsplit(parts._replace(query=urlencode(libpq)))
+    # percent-encoded (a space as %20): libpq reads a '+' in a URI as a plus sign, so
+    # urlencode's default would turn `options=-c%20x%3Dy` into `-c+x=y`
+    conninfo = urlunsplit(parts._replace(query=urlencode(libpq, quote_via=quote)))
 
     wake = str(ours.get("wake", "coalesce")).lower()
     if wake not in WAKE_MODES:

@@ -602,6 +602,18 @@ def test_connection_defaults_bound_a_dead_network_and_the_url_overrides_them(
     }
 
 
+async def test_libpq_parameters_with_spaces_reach_the_server_as_written(
+    pg_url: str, schema: str
+) -> None:
+    """``options=-c x=y`` (percent-encoded in the URL) sets a server setting: the URL
+    alkstore hands libpq keeps ``%20``, never a ``+`` that libpq would keep as is."""
+    url = pg_url + "?options=-c%20synchronous_commit%3Doff&pool_max=2"
+    async with await alkstore.connect(url, schema=schema) as store:
+        async with store.transaction() as tx:
+            rows = await tx.execute("SHOW synchronous_commit")
+        assert [tuple(row) for row in rows] == [("off",)]
+
+
 async def test_every_operation_after_close_raises_store_closed(pg_url: str, schema: str) -> None:
     store = await alkstore.connect(pg_url, schema=schema)
     engine = _engine(store)
