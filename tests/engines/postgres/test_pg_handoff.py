@@ -262,3 +262,38 @@ async def test_the_enqueue_hands_off_only_to_a_key_of_the_current_second(
         assert len(notes) == 1 and notes[0].startswith(f"[{second_job}, ")
     finally:
         await store.close()
+
+
+async def test_the_idle_mark_comes_back_after_the_listening_connection_is_cut(
+    pg_url: str, schema: str, conn: Conn
+) -> None:
+    """The mark lives in the listener's session: a killed backend takes it away
+    (nothing is handed to a worker that cannot hear), and the reconnected listener
+    takes it again, so hand-offs resume."""
+    app = alkstore.App(pg_url, schema=schema)
+    ran: list[int] = []
+
+    @app.task(queue="q", name="t")
+    async def t(i: int) -> None:
+        ran.append(i)
+
+    worker = app.worker(concurrency=2, poll_interval_s=0.2)
+    run = asyncio.create_task(worker.run())
+    try:
+        await until(lambda: idle_locks(conn, schema), "the worker to be idle")
+        store = await app.connect()
+        listener = store._engine._listener  # type: ignore[attr-defined]
+        cut = listener.backend_pid
+        await conn.execute("SELECT pg_terminate_backend(%s)", (cut,))
+
+        async def back() -> bool:
+            return listener.backend_pid != cut and await idle_locks(conn, schema) > 0
+
+        await until(back, "the listener to reconnect and mark the worker idle again")
+        await t.defer(1)
+        await until(lambda: ran == [1], "the job to run")
+        assert worker._producer.handed == 1
+    finally:
+        worker.stop()
+        await run
+        await app.close()
