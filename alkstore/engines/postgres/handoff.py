@@ -142,8 +142,12 @@ class PostgresHandoff(PostgresConnections):
             self._rotation = loop.create_task(self._rotate(), name="alkstore-pg-idle")
 
     async def handoff_close(self, slot: int) -> None:
+        # unlocked before the row goes: an enqueue that still sees the row then
+        # finds the worker busy (one that tried the lock before still hands off:
+        # the stopping worker gives that job back when its note arrives)
         self._idle.discard(slot)
-        self._hold(slot)
+        if self._listener is not None:
+            await self._listener.let_go(slot)
         await self._rowcount("handoff_close", {"slot": slot})
 
     def handoff_row(self, payload: str) -> Row | int:

@@ -99,6 +99,12 @@ class Listener:
         if self._task is not None and not self._stopping:
             self._changed.set()
 
+    async def let_go(self, owner: object) -> None:
+        """Release ``owner``'s locks and return once the server has (or the try failed)."""
+        self.hold(owner, ())
+        if self._task is not None:
+            await self._sync()
+
     def holds(self, key: tuple[int, int]) -> bool:
         """Whether the connection holds ``key`` now (as far as this process knows)."""
         return key in self._held
