@@ -148,3 +148,28 @@ async def test_a_frozen_worker_is_handed_nothing_once_its_mark_is_stale(
         assert {(r["pid"], r["attempt"]) for r in await results(app_store)} == {(live.pid, 1)}
     finally:
         frozen.send_signal(signal.SIGCONT)
+
+
+async def test_a_worker_stopping_while_jobs_stream_in_loses_none_to_a_lapse(
+    app_store: alkstore.Store, workers: Workers, target: Target
+) -> None:
+    """Jobs handed to a worker as it stops are given back at once (no waiting for
+    a claim to lapse): every job runs once, at its first attempt."""
+    stopping = workers.start("--concurrency", "4")
+    staying = workers.start("--concurrency", "4")
+    await wait_until(_idle(target, 2), what="both workers to be idle")
+    for i in range(200):
+        await apps.echo.defer(key=f"k{i}")
+        if i == 60:
+            stopping.send_signal(signal.SIGTERM)
+        await asyncio.sleep(0.002)
+    assert await asyncio.to_thread(stopping.wait, 30) == 0, workers.log(stopping)
+
+    async def all_ran() -> bool:
+        return len(await results(app_store)) >= 200
+
+    await wait_until(all_ran, what="the 200 jobs to run")
+    runs = await results(app_store)
+    assert sorted(r["key"] for r in runs) == sorted(f"k{i}" for i in range(200))
+    assert {r["attempt"] for r in runs} == {1}
+    assert {r["pid"] for r in runs} == {stopping.pid, staying.pid}
