@@ -35,7 +35,11 @@ Connect = Callable[[], Awaitable[psycopg.AsyncConnection[tuple[object, ...]]]]
 _RETRY_FIRST_S = 0.05
 _RETRY_MAX_S = 2.0
 _STOP_WAIT_S = 0.5  # the longest stop() waits for the listening task to end
-_RELOCK_S = 0.005  # a lock refused (an enqueue held it SHARE) is tried again after this
+# a lock refused (enqueues held it SHARE) is tried again after this, doubling while
+# refused up to _RELOCK_MAX_S (enqueues flowing all the time would keep a busy key
+# taken: no statement every few milliseconds for a lock that is never granted)
+_RELOCK_S = 0.005
+_RELOCK_MAX_S = 0.5
 
 
 def _retrieve(task: asyncio.Future[None]) -> None:
@@ -65,6 +69,7 @@ class Listener:
         # and what this connection holds (none after a reconnect: a new session)
         self._locks: dict[object, frozenset[tuple[int, int]]] = {}
         self._held: set[tuple[int, int]] = set()
+        self._relock_s = _RELOCK_S
         self._changed = asyncio.Event()
         self._waiters: list[asyncio.Future[None]] = []
         self._task: asyncio.Task[None] | None = None
@@ -215,7 +220,10 @@ class Listener:
             else:
                 missed = True
         if missed:
-            asyncio.get_running_loop().call_later(_RELOCK_S, self._changed.set)
+            asyncio.get_running_loop().call_later(self._relock_s, self._changed.set)
+            self._relock_s = min(self._relock_s * 2, _RELOCK_MAX_S)
+        else:
+            self._relock_s = _RELOCK_S
 
     async def _serve(self, conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
         """Read notifications until the connection fails (raises) or we are cancelled.
