@@ -1807,9 +1807,11 @@ SELECT refused, ARRAY(SELECT id FROM deleted) FROM receipt;
 -- its wake riding on it with :wake). A worker is idle while its listening
 -- connection holds the session advisory lock (:lock_class, slot's key for
 -- this second, see `handoff_key`); this transaction's try of the same key in
--- SHARE mode fails exactly then. The candidates are tried in random order
--- (spreading hand-offs over idle workers); a try that succeeds holds that key
--- shared until this commit, which only delays that worker's next idle lock.
+-- SHARE mode fails exactly then. Up to 16 of the queue's workers are tried, in
+-- random order (spreading hand-offs over idle workers; with many busy workers
+-- an enqueue tries no more than 16 locks, ~1 µs each); a try that succeeds
+-- holds that key shared until this commit, which only delays that worker's
+-- next idle lock.
 -- open: no settings row gates the queue (paused, limited, fair): such a queue's
 -- jobs are claimed as always. The claim is this insert's own: it commits (and
 -- waits for its WAL flush) with the job, so no claim statement follows it. The
@@ -1826,6 +1828,7 @@ WITH open AS MATERIALIZED (
     SELECT slot, worker_id, channel FROM {schema}.alk_handoff
     WHERE %(queue)s::text = ANY (queues) AND (SELECT ok FROM open)
     ORDER BY random()
+    LIMIT 16
 ), taker AS MATERIALIZED (
     SELECT worker_id, channel FROM idle
     WHERE NOT pg_try_advisory_xact_lock_shared(
