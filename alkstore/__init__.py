@@ -5,15 +5,9 @@
 ...     await store.queue("emails").enqueue({"to": "a@example.com"})
 """
 
-import gc as _gc
+from alkstore.core.collector import paused as _paused
 
-# The imports below (asyncio, the worker, ...) allocate tens of thousands of objects
-# and free almost none: the collector's passes over them found nothing and cost ~4 ms
-# of every start (the worker CLI's included). It is held off while they run, then
-# left as it was.
-_collecting = _gc.isenabled()
-_gc.disable()
-try:
+with _paused():  # the imports' collector passes found nothing (core/collector.py)
     from alkstore.app import App
     from alkstore.connect import connect
     from alkstore.core.dedupe import Enqueued
@@ -47,10 +41,7 @@ try:
     from alkstore.transaction import Transaction, TxQueue
     from alkstore.worker.context import current_job
     from alkstore.worker.durable import step
-finally:
-    if _collecting:
-        _gc.enable()
-    del _gc, _collecting
+del _paused
 
 __version__: str  # an annotation only: the first read goes through __getattr__
 

@@ -6,6 +6,7 @@ import os
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from alkstore.core.collector import paused
 from alkstore.core.options import describe
 from alkstore.engine import Engine
 from alkstore.errors import EngineError, InvalidArgumentError
@@ -39,14 +40,15 @@ def open_engine(url: str, schema: str, options: dict[str, Any]) -> Engine:
             )
         return SqliteEngine.from_options(path, {**query, **options})
     if parts.scheme in ("postgresql", "postgres"):
-        try:
-            import psycopg  # noqa: F401
-            import psycopg_pool  # noqa: F401
-        except ImportError as e:
-            raise EngineError(
-                f"a PostgreSQL store needs the driver: pip install 'alkstore[postgres]' ({e})"
-            ) from None
-        from alkstore.engines.postgres.engine import PostgresEngine
+        with paused():  # psycopg's imports and the engine's (core/collector.py)
+            try:
+                import psycopg  # noqa: F401
+                import psycopg_pool  # noqa: F401
+            except ImportError as e:
+                raise EngineError(
+                    f"a PostgreSQL store needs the driver: pip install 'alkstore[postgres]' ({e})"
+                ) from None
+            from alkstore.engines.postgres.engine import PostgresEngine
 
         return PostgresEngine.from_url(url, schema, options)
     raise InvalidArgumentError(
