@@ -30,9 +30,8 @@ from alkstore.engines.postgres.kept import KeptConnection
 from alkstore.engines.postgres.listener import Listener
 from alkstore.engines.postgres.migrator import (
     CLOCKED_NOW,
-    QUERIES,
+    FormattedQueries,
     check_schema_ready,
-    format_sql,
     migrate_connection,
 )
 from alkstore.engines.postgres.settings import PgSettings, parse_settings
@@ -63,7 +62,7 @@ class PostgresConnections:
     def __init__(self, settings: PgSettings, schema: str) -> None:
         self.settings = settings
         self.schema = schema
-        self.q = {name: format_sql(text, schema) for name, text in QUERIES.items()}
+        self.q: dict[str, bytes] = FormattedQueries(schema)  # each formatted on first use
         self._clock: Callable[[], float] | None = None
         self._prepare = 0 if settings.prepare else None
         self._pool: AsyncConnectionPool[Conn] | None = None
@@ -98,7 +97,7 @@ class PostgresConnections:
         queries are formatted again).
         """
         self._clock = clock
-        self.q = {name: format_sql(t, self.schema, CLOCKED_NOW) for name, t in QUERIES.items()}
+        self.q = FormattedQueries(self.schema, CLOCKED_NOW)
 
     def timed(self, params: dict[str, Any]) -> dict[str, Any]:
         """``params`` with the test clock's "now", if one is set."""
