@@ -5,43 +5,39 @@
 ...     await store.queue("emails").enqueue({"to": "a@example.com"})
 """
 
-from alkstore.core.collector import paused as _paused
-
-with _paused():  # the imports' collector passes found nothing (core/collector.py)
-    from alkstore.app import App
-    from alkstore.connect import connect
-    from alkstore.core.dedupe import Enqueued
-    from alkstore.core.flow import Rate
-    from alkstore.core.job import Job, JobState, Notification, SweepResult
-    from alkstore.core.life import Attempt, Progress
-    from alkstore.core.options import EnqueueOpts, QueueOpts
-    from alkstore.core.results import JobOutcome
-    from alkstore.errors import (
-        AlkstoreError,
-        CopyRefusedError,
-        DependencyError,
-        EngineError,
-        HandleConsumedError,
-        InvalidArgumentError,
-        InvalidNameError,
-        JobDeadError,
-        JobLostError,
-        PayloadError,
-        PayloadTooLargeError,
-        ResultTimeoutError,
-        ResultUnavailableError,
-        SignalTimeoutError,
-        StoreClosedError,
-    )
-    from alkstore.job_handle import JobHandle
-    from alkstore.queue import Queue
-    from alkstore.store import Store
-    from alkstore.subscription import Subscription
-    from alkstore.tasks import Deferred, Fail, Snooze, SyncDeferred, Task, TaskCall
-    from alkstore.transaction import Transaction, TxQueue
-    from alkstore.worker.context import current_job
-    from alkstore.worker.durable import step
-del _paused
+from alkstore.app import App
+from alkstore.connect import connect
+from alkstore.core.dedupe import Enqueued
+from alkstore.core.flow import Rate
+from alkstore.core.job import Job, JobState, Notification, SweepResult
+from alkstore.core.life import Attempt, Progress
+from alkstore.core.options import EnqueueOpts, QueueOpts
+from alkstore.core.results import JobOutcome
+from alkstore.errors import (
+    AlkstoreError,
+    CopyRefusedError,
+    DependencyError,
+    EngineError,
+    HandleConsumedError,
+    InvalidArgumentError,
+    InvalidNameError,
+    JobDeadError,
+    JobLostError,
+    PayloadError,
+    PayloadTooLargeError,
+    ResultTimeoutError,
+    ResultUnavailableError,
+    SignalTimeoutError,
+    StoreClosedError,
+)
+from alkstore.job_handle import JobHandle
+from alkstore.queue import Queue
+from alkstore.store import Store
+from alkstore.subscription import Subscription
+from alkstore.tasks import Deferred, Fail, Snooze, SyncDeferred, Task, TaskCall
+from alkstore.transaction import Transaction, TxQueue
+from alkstore.worker.context import current_job
+from alkstore.worker.durable import step
 
 __version__: str  # an annotation only: the first read goes through __getattr__
 

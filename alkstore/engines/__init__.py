@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from alkstore.core.collector import paused
 from alkstore.core.options import describe
 from alkstore.engine import Engine
 from alkstore.errors import EngineError, InvalidArgumentError
 
-__all__ = ["DEFAULT_URL", "open_engine", "resolve_url"]
+__all__ = ["DEFAULT_URL", "import_engine", "open_engine", "resolve_url"]
 
 DEFAULT_URL = "sqlite:///alkstore.db"
 
@@ -23,6 +23,23 @@ def resolve_url(url: str | None) -> str:
     if type(url) is not str or not url:
         raise InvalidArgumentError(f"store URL must be a non-empty str, got {describe(url)}")
     return url
+
+
+def import_engine(url: str | None) -> None:
+    """Import the engine ``url`` names (with its driver) ahead of :func:`open_engine`,
+    for a caller that wants the imports done at a time of its choosing (the worker
+    command: under a paused collector). A bad URL or a missing driver is left for
+    :func:`open_engine` to report."""
+    try:
+        scheme = urlsplit(resolve_url(url)).scheme
+    except (InvalidArgumentError, ValueError):
+        return
+    engines = {"sqlite": "sqlite", "postgresql": "postgres", "postgres": "postgres"}
+    if scheme in engines:
+        try:
+            importlib.import_module(f"alkstore.engines.{engines[scheme]}.engine")
+        except ImportError:
+            return
 
 
 def open_engine(url: str, schema: str, options: dict[str, Any]) -> Engine:
@@ -40,15 +57,14 @@ def open_engine(url: str, schema: str, options: dict[str, Any]) -> Engine:
             )
         return SqliteEngine.from_options(path, {**query, **options})
     if parts.scheme in ("postgresql", "postgres"):
-        with paused():  # psycopg's imports and the engine's (core/collector.py)
-            try:
-                import psycopg  # noqa: F401
-                import psycopg_pool  # noqa: F401
-            except ImportError as e:
-                raise EngineError(
-                    f"a PostgreSQL store needs the driver: pip install 'alkstore[postgres]' ({e})"
-                ) from None
-            from alkstore.engines.postgres.engine import PostgresEngine
+        try:
+            import psycopg  # noqa: F401
+            import psycopg_pool  # noqa: F401
+        except ImportError as e:
+            raise EngineError(
+                f"a PostgreSQL store needs the driver: pip install 'alkstore[postgres]' ({e})"
+            ) from None
+        from alkstore.engines.postgres.engine import PostgresEngine
 
         return PostgresEngine.from_url(url, schema, options)
     raise InvalidArgumentError(
