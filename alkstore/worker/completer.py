@@ -160,8 +160,8 @@ class Completer:
         try gets through, the claims lapse and the jobs run again (at-least-once):
         counted ``lost``."""
         handles = [run.handle for run in runs]
-        # 32 random hex digits, as uuid4().hex gave, without importing uuid (and
-        # platform: ~2-3 ms of a start, where nothing else imports them)
+        # 32 random hex digits, as uuid4().hex gave, without importing uuid (and with
+        # it platform: ~2-3 ms of an in-process worker's start; the CLI's click imports it)
         token = os.urandom(16).hex()
         # past the claims' lapse a retry acks nothing new, but the receipt still proves
         # an earlier attempt; later batches wait behind this one meanwhile
