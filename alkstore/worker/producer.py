@@ -120,13 +120,13 @@ class Producer:
         self.loop = asyncio.get_running_loop()
         self.first_round = asyncio.Event()
 
-    async def after_first_round(self, start: Callable[[], Awaitable[None]]) -> None:
-        """``start()`` once the first claim round is over: the worker's first claim
+    async def after_first_round(self, start: Callable[..., Awaitable[None]], *args: Any) -> None:
+        """``start(*args)`` once the first claim round is over: the worker's first claim
         then takes the store's first pool connection, not a service's first write
         (presence, sweep; ~4 ms of a start on PostgreSQL spent waiting behind them)."""
         assert self.first_round is not None
         await self.first_round.wait()
-        await start()
+        await start(*args)
 
     def wake(self) -> None:
         """Wake the claim loop (a stop, or a slot freed)."""
