@@ -6,10 +6,10 @@ from typing import Any
 
 from alkstore.core.names import check_schema
 from alkstore.core.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_max_payload_bytes
-from alkstore.engines import DEFAULT_URL, open_engine, resolve_url
+from alkstore.engines import DEFAULT_URL, import_engine, open_engine, resolve_url
 from alkstore.store import Store
 
-__all__ = ["DEFAULT_URL", "connect", "resolve_url"]
+__all__ = ["DEFAULT_URL", "connect", "import_engine", "resolve_url"]
 
 
 async def connect(

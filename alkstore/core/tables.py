@@ -15,7 +15,6 @@ PostgreSQL's ``alk_handoff`` (their hand-off slots),
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -256,6 +255,8 @@ class Digest:
     """Row count and SHA-256 of canonical rows fed in key order."""
 
     def __init__(self) -> None:
+        import hashlib  # here: the engines import this module, a worker never digests
+
         self.rows = 0
         self._sha = hashlib.sha256()
 

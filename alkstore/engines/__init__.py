@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -10,7 +11,7 @@ from alkstore.core.options import describe
 from alkstore.engine import Engine
 from alkstore.errors import EngineError, InvalidArgumentError
 
-__all__ = ["DEFAULT_URL", "open_engine", "resolve_url"]
+__all__ = ["DEFAULT_URL", "import_engine", "open_engine", "resolve_url"]
 
 DEFAULT_URL = "sqlite:///alkstore.db"
 
@@ -22,6 +23,23 @@ def resolve_url(url: str | None) -> str:
     if type(url) is not str or not url:
         raise InvalidArgumentError(f"store URL must be a non-empty str, got {describe(url)}")
     return url
+
+
+def import_engine(url: str | None) -> None:
+    """Import the engine ``url`` names (with its driver) ahead of :func:`open_engine`,
+    for a caller that wants the imports done at a time of its choosing (the worker
+    command: under a paused collector). A bad URL or a missing driver is left for
+    :func:`open_engine` to report."""
+    try:
+        scheme = urlsplit(resolve_url(url)).scheme
+    except (InvalidArgumentError, ValueError):
+        return
+    engines = {"sqlite": "sqlite", "postgresql": "postgres", "postgres": "postgres"}
+    if scheme in engines:
+        try:
+            importlib.import_module(f"alkstore.engines.{engines[scheme]}.engine")
+        except ImportError:
+            return
 
 
 def open_engine(url: str, schema: str, options: dict[str, Any]) -> Engine:

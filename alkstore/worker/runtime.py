@@ -348,11 +348,11 @@ class Worker:
             if stop.requested:
                 await sub.aclose()
             assert producer.heartbeats is not None
-            revoke = self._executor.revoke
+            revoke, after = self._executor.revoke, producer.after_first_round
             services = [
                 loop.create_task(producer.heartbeats.run()),
-                loop.create_task(sweep_loop(queues, self._db, self.sweep_interval_s)),
-                loop.create_task(presence.run()),
+                loop.create_task(after(sweep_loop, queues, self._db, self.sweep_interval_s)),
+                loop.create_task(after(presence.run)),
                 loop.create_task(watch_cancels(store, self.queues, producer.held, revoke)),
                 loop.create_task(self.recycler.watch_memory(stop, self._pause)),
             ]

@@ -1,4 +1,5 @@
-"""The sweep service: every ``interval_s`` (and at start) ``sweep_expired()`` on
+"""The sweep service: every ``interval_s`` (and at start, once the worker's first
+claim round is over: ``Producer.after_first_round``) ``sweep_expired()`` on
 each of the worker's queues (expired jobs dead-lettered, old dead jobs purged
 under the queue's retention). A failure is logged and the next queue swept; it
 touches no held claim and writes no outcome."""

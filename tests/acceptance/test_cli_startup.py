@@ -50,6 +50,8 @@ _UNWANTED = (
     "importlib.metadata",
     "importlib.resources",
     "argparse",
+    "ctypes.util",  # find_library runs ldconfig: inotify comes from the process's own libc
+    "hashlib",  # the store copy's digests only
     "alkstore.dashboard",
     "alkstore.admin",  # store.admin() and queue.info() import it (and alkstore.bulk)
     "alkstore.bulk",

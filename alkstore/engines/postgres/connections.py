@@ -30,9 +30,8 @@ from alkstore.engines.postgres.kept import KeptConnection
 from alkstore.engines.postgres.listener import Listener
 from alkstore.engines.postgres.migrator import (
     CLOCKED_NOW,
-    QUERIES,
+    FormattedQueries,
     check_schema_ready,
-    format_sql,
     migrate_connection,
 )
 from alkstore.engines.postgres.settings import PgSettings, parse_settings
@@ -63,7 +62,7 @@ class PostgresConnections:
     def __init__(self, settings: PgSettings, schema: str) -> None:
         self.settings = settings
         self.schema = schema
-        self.q = {name: format_sql(text, schema) for name, text in QUERIES.items()}
+        self.q: dict[str, bytes] = FormattedQueries(schema)  # each formatted on first use
         self._clock: Callable[[], float] | None = None
         self._prepare = 0 if settings.prepare else None
         self._pool: AsyncConnectionPool[Conn] | None = None
@@ -98,7 +97,7 @@ class PostgresConnections:
         queries are formatted again).
         """
         self._clock = clock
-        self.q = {name: format_sql(t, self.schema, CLOCKED_NOW) for name, t in QUERIES.items()}
+        self.q = FormattedQueries(self.schema, CLOCKED_NOW)
 
     def timed(self, params: dict[str, Any]) -> dict[str, Any]:
         """``params`` with the test clock's "now", if one is set."""
@@ -299,12 +298,18 @@ class PostgresConnections:
     async def open(self) -> None:
         # Migrate on a connection of our own first: a bad URL or a missing
         # server fails here at once, with libpq's own message, instead of
-        # after the pool's timeout.
+        # after the pool's timeout. Once that connection is up the server answers,
+        # so the pool opens its first connection meanwhile (a worker's first claim
+        # then finds it ready: one connection set-up less of its start); a failed
+        # check or migration closes the pool again.
         # With migrate=off nothing but reads runs here: a role with row privileges
         # alone can open the store, and a misspelt schema is an error, not a new store.
+        pool: AsyncConnectionPool[Conn] | None = None
         try:
             conn = await self.connect(prepare=False)
             try:
+                pool = self._new_pool()
+                await pool.open(wait=False)
                 if self.settings.migrate:
                     await migrate_connection(conn, self.schema)
                 else:
@@ -313,14 +318,20 @@ class PostgresConnections:
                 await conn.close()
         except psycopg.Error as e:
             self._closed = True
+            await self._discard(pool)
             raise EngineError(
                 f"cannot open the PostgreSQL store (schema {self.schema!r}): {e}{privilege_hint(e)}"
             ) from e
         except BaseException:
             self._closed = True
+            await self._discard(pool)
             raise
+        self._pool = pool
+        self._waker = Waker(self._wake_connection, self.q["wake"], self.settings.wake_coalesce_s)
+
+    def _new_pool(self) -> AsyncConnectionPool[Conn]:
         settings = self.settings
-        self._pool = AsyncConnectionPool(
+        return AsyncConnectionPool(
             settings.conninfo,
             kwargs={"autocommit": True, "prepare_threshold": self._prepare},
             min_size=settings.pool_min,
@@ -330,8 +341,13 @@ class PostgresConnections:
             open=False,
             name=f"alkstore-{self.schema}",
         )
-        await self._pool.open(wait=False)
-        self._waker = Waker(self._wake_connection, self.q["wake"], settings.wake_coalesce_s)
+
+    @staticmethod
+    async def _discard(pool: AsyncConnectionPool[Conn] | None) -> None:
+        """Close the pool of a store that did not open (its error is the one raised)."""
+        if pool is not None:
+            with contextlib.suppress(Exception):
+                await pool.close(timeout=POOL_CLOSE_WAIT_S)
 
     async def close(self) -> None:
         if self._closed:

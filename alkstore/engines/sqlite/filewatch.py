@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import errno
 import math
 import os
@@ -29,6 +28,7 @@ import select
 import struct
 import sys
 import threading
+from typing import Any
 
 __all__ = ["FileWatch", "signal_commit"]
 
@@ -50,6 +50,21 @@ _IN_Q_OVERFLOW = 0x00004000
 _IN_NONBLOCK = os.O_NONBLOCK
 _IN_CLOEXEC = 0o2000000  # O_CLOEXEC on Linux
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then len bytes of name
+
+
+def _inotify() -> tuple[Any, Any]:
+    """libc's ``inotify_init1`` and ``inotify_add_watch``: from the symbols the process
+    already has (``CDLL(None)``: the libc the interpreter runs on), else from the libc
+    ``find_library`` names, which imports ``ctypes.util`` and runs ``ldconfig -p``
+    (~5 ms of a SQLite worker's start)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.inotify_init1, libc.inotify_add_watch
+    except (OSError, AttributeError):
+        from ctypes.util import find_library
+
+        libc = ctypes.CDLL(find_library("c") or None, use_errno=True)
+        return libc.inotify_init1, libc.inotify_add_watch
 
 
 class FileWatch:
@@ -83,8 +98,7 @@ class FileWatch:
         if not sys.platform.startswith("linux"):
             return None
         try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-            init, add = libc.inotify_init1, libc.inotify_add_watch
+            init, add = _inotify()
         except (OSError, AttributeError):
             return None
         fd = init(_IN_NONBLOCK | _IN_CLOEXEC)
