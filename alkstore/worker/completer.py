@@ -131,6 +131,8 @@ class Completer:
         return self._acks.flushing
 
     async def _flush(self, runs: list[Run]) -> None:
+        if len({run.handle.job.id for run in runs}) < len(runs):
+            runs = self._one_run_per_job(runs)
         answers = await self._ack_runs(runs)
         held = self.held
         acked: list[Run] = []
@@ -145,6 +147,27 @@ class Completer:
         if acked:
             self._record_successes(acked)
         self.room.set()
+
+    def _one_run_per_job(self, runs: list[Run]) -> list[Run]:
+        """The batch without a second run of a job already in it. This worker held
+        two claims of one job at once (seen once in a chaos run around a server
+        restart, both at attempt 1): the batch acks the job once, the other run is
+        counted ``lost``. Left in, it made the whole batch an error that every retry
+        met again until the claims lapsed (a minute of no acks)."""
+        seen: set[int] = set()
+        kept: list[Run] = []
+        for run in runs:
+            job = run.handle.job
+            if job.id not in seen:
+                seen.add(job.id)
+                kept.append(run)
+                continue
+            log.warning(
+                "job %d: claimed twice at once (attempt %d); acked once", job.id, job.attempts
+            )
+            self.held.discard(run)
+            self.record(run, run.name, "lost", None)
+        return kept
 
     def _abandon(self, runs: list[Run]) -> None:
         """The batch task was cancelled: these claims lapse and their jobs run again."""

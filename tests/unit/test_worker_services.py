@@ -228,3 +228,17 @@ async def test_a_job_revoked_before_its_task_began_runs_nothing_and_lets_go() ->
     await run.task
     assert ran == [] and counts["cancelled"] == 1
     assert producer.active == 0 and not producer.held
+
+
+def test_an_ack_batch_holds_one_run_per_job(caplog: Any) -> None:
+    """Two runs of one job in a batch (two claims of it held at once) made the batch an
+    error each retry met again until the claims lapsed: it now acks the job once and
+    counts the other run lost."""
+    first, again, other = (make_run(encode_call("t", {}), job_id=i) for i in (7, 7, 8))
+    counts: Counter[str] = Counter()
+    held = {first, again, other}
+    completer = _completer(alkstore.App("sqlite:///unused.db"), held, counts)
+    caplog.set_level(logging.WARNING, "alkstore.worker")
+    assert completer._one_run_per_job([first, again, other]) == [first, other]
+    assert held == {first, other} and counts == Counter({"lost": 1})
+    assert "job 7: claimed twice at once (attempt 1); acked once" in caplog.text
