@@ -97,6 +97,8 @@ class Listener:
         (SHARE, for a moment) is tried again shortly. They end with the session, so
         a process that dies or loses its connection holds none."""
         keys = frozenset(keys)
+        if self._locks.get(owner, frozenset()) == keys:
+            return  # as asked before: nothing for the listening task to do
         if keys:
             self._locks[owner] = keys
         else:
@@ -109,10 +111,6 @@ class Listener:
         self.hold(owner, ())
         if self._task is not None:
             await self._sync()
-
-    def holds(self, key: tuple[int, int]) -> bool:
-        """Whether the connection holds ``key`` now (as far as this process knows)."""
-        return key in self._held
 
     async def _sync(self) -> None:
         if self._stopping:

@@ -144,7 +144,14 @@ async def test_gated_queues_and_keyed_delayed_or_batched_jobs_are_never_handed(
         await q.set_fair(False)
         await q.pause()
         await defer_idle("paused")
-        await asyncio.sleep(0.3)  # a claim would have run it by now
+        # not handed: the enqueue's own statement inserted it pending (no waiting
+        # for a claim that must not come: the row says what the insert did)
+        cur = await conn.execute(
+            sql.SQL("SELECT state, attempts FROM {}.alk_jobs WHERE queue = 'q'").format(
+                sql.Identifier(schema)
+            )
+        )
+        assert await cur.fetchall() == [("pending", 0)]
         assert "paused" not in ran
         await q.resume()
         await until(lambda: len(ran) == 8, "the paused queue's job to run after resume")
