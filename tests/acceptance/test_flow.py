@@ -9,9 +9,12 @@ database's own claim timestamps, never by how long something took here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
+import sqlite3
 from pathlib import Path
+from typing import Any
 
 import alkstore
 from tests.acceptance import apps
@@ -155,8 +158,28 @@ async def test_a_snoozed_job_runs_again_without_spending_attempts(
     assert workers.log(proc).count("outcome=snoozed") == 2
 
 
+async def _stop_between_writes(proc: Any, target: Any) -> None:
+    """SIGSTOP ``proc`` outside a write transaction of its own. On SQLite a process
+    stopped inside one (its presence beat, a sweep, a heartbeat) would hold the
+    file's write lock until SIGCONT, and this test's own claim could never run: stop
+    it, and if the lock is taken, let it go on a moment and try again."""
+    for _ in range(100):
+        proc.send_signal(signal.SIGSTOP)
+        if target.engine != "sqlite":
+            return
+        try:
+            with contextlib.closing(sqlite3.connect(target.url[len("sqlite:///") :], 0.2)) as db:
+                db.execute("BEGIN IMMEDIATE")
+                db.rollback()
+            return
+        except sqlite3.OperationalError:
+            proc.send_signal(signal.SIGCONT)
+            await asyncio.sleep(0.02)
+    raise AssertionError("the worker never left its write transactions")
+
+
 async def test_a_worker_whose_claim_was_reclaimed_stops_the_handler(
-    app_store: alkstore.Store, workers: Workers, tmp_path: Path
+    app_store: alkstore.Store, workers: Workers, tmp_path: Path, target: Any
 ) -> None:
     path = tmp_path / "lease.log"
     job_id = await apps.short_lease.defer(str(path))
@@ -166,7 +189,7 @@ async def test_a_worker_whose_claim_was_reclaimed_stops_the_handler(
         return _count(path, "start") == 1
 
     await wait_until(started, what="the job to start")
-    proc.send_signal(signal.SIGSTOP)  # the worker stalls: its heartbeats stop
+    await _stop_between_writes(proc, target)  # the worker stalls: its heartbeats stop
     try:
         queue = app_store.queue("lease")
         reclaimed: list[alkstore.JobHandle] = []
