@@ -336,14 +336,10 @@ class Worker:
             redact_url(store.url),
         )
         sub = store._wake_subscription(*self.queues)
-        drop = store._drop_ack_receipts(self.worker_id, RECEIPT_MAX_AGE_S)  # gone workers'
         handoffs = Handoffs(self.worker_id, producer, self._db)
-        try:  # LISTEN, the receipts' drop and the hand-off slot at once (PostgreSQL:
-            await asyncio.gather(  # connections opening together), all before the first claim
-                self._db.call(sub.__aenter__(), "listen", OPEN_WAIT_S, judge=False),
-                self._quietly(drop, "drop ack receipts"),
-                self._quietly(handoffs.open(store, queues), "open hand-offs"),
-            )
+        listen = self._db.call(sub.__aenter__(), "listen", OPEN_WAIT_S, judge=False)
+        try:  # LISTEN (its connection opening meanwhile) beside the chores, then claims
+            await asyncio.gather(listen, self._chores(store, handoffs.open(store, queues)))
             self._sub = sub
             if stop.requested:
                 await sub.aclose()
@@ -372,14 +368,9 @@ class Worker:
                     service.cancel()
                 # a service stuck in a database call is left to end in the background
                 await asyncio.wait(services, timeout=0.0 if stop.forced else STOPPING_WAIT_S)
-                if not stop.forced:  # two independent writes: side by side
-                    await asyncio.gather(
-                        self._quietly(presence.leave(), "unregister", judge=False),
-                        self._quietly(
-                            store._drop_ack_receipts(self.worker_id, RECEIPT_MAX_AGE_S),
-                            "drop ack receipts",
-                        ),
-                    )
+                if not stop.forced:  # in turn: one pool connection, none opened for them
+                    await self._quietly(presence.leave(), "unregister", judge=False)
+                    await self._drop_receipts(store)
         except StoreClosedError:
             if not stop.requested:
                 raise
@@ -399,11 +390,8 @@ class Worker:
         producer = self._producer
         assert producer.room is not None
         # on a poll-only store, the heartbeat doubles as the cancel/reclaim check
-        poll_beat_s = None if store.listens else self.poll_interval_s
-        producer.poll_beat_s = poll_beat_s
-        producer.heartbeats = Heartbeats(
-            producer.held, self._db, poll_beat_s, self._executor.revoke
-        )
+        beat = producer.poll_beat_s = None if store.listens else self.poll_interval_s
+        producer.heartbeats = Heartbeats(producer.held, self._db, beat, self._executor.revoke)
         producer.completer = self._completer = Completer(
             store,
             self.app,
@@ -420,6 +408,17 @@ class Worker:
             self._completer.history = AttemptLog(
                 store, self.worker_id, self.attempt_history, self._db
             )
+
+    async def _chores(self, store: Store, open_handoffs: Awaitable[None]) -> None:
+        """This worker id's past ack receipts dropped (before it writes one), then its
+        hand-off slot: in turn, so they take one pool connection, not two."""
+        await self._drop_receipts(store)
+        await self._quietly(open_handoffs, "open hand-offs")
+
+    async def _drop_receipts(self, store: Store) -> None:
+        """Gone workers' ack receipts and this worker's (docs/contract.md, "Ack receipts")."""
+        drop = store._drop_ack_receipts(self.worker_id, RECEIPT_MAX_AGE_S)
+        await self._quietly(drop, "drop ack receipts")
 
     async def _quietly(self, op: Awaitable[Any], what: str, *, judge: bool = True) -> None:
         """A bounded best-effort database call: a failure is logged, not raised."""

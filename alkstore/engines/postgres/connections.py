@@ -32,7 +32,7 @@ from alkstore.engines.postgres.migrator import (
     CLOCKED_NOW,
     FormattedQueries,
     check_schema_ready,
-    migrate_connection,
+    migrate_if_needed,
 )
 from alkstore.engines.postgres.settings import PgSettings, parse_settings
 from alkstore.engines.postgres.waker import Waker
@@ -44,6 +44,7 @@ log = logging.getLogger("alkstore.postgres")
 
 Conn = psycopg.AsyncConnection[TupleRow]
 POOL_CLOSE_WAIT_S = 1.0
+SPARE_S = 5.0  # the open's own connection waits this long for a kept connection to adopt it
 
 
 def privilege_hint(error: psycopg.Error) -> str:
@@ -69,13 +70,20 @@ class PostgresConnections:
         self._waker: Waker | None = None
         self._listener: Listener | None = None
         self._closed = False
+        # the connection the open checked the schema on, kept (configured) for the
+        # first kept connection to adopt instead of connecting: a worker's claim
+        # connection then costs no connect, and its backend no start and exit
+        # (~10 ms of server CPU each, docs/benchmarks.md); closed after SPARE_S
+        self._spare: Conn | None = None
+        self._spare_timer: asyncio.TimerHandle | None = None
+        self._spare_closing: asyncio.Task[None] | None = None
         closed = lambda: self._closed  # noqa: E731
         # connections kept beside the pool (``kept.py``): the plain claim's, the
         # worker's receipted acks' (planned with enable_seqscan off for the session:
         # only that statement runs on it; see ``index_plan_here``), and a fair queue's
         # claims' (generic plans for the session, see ``generic_plan_here``; opened
         # by the first fair claim only)
-        self._claims = KeptConnection("claim", self._open_kept, closed)
+        self._claims = KeptConnection("claim", self._open_kept, closed, ready=self._take_spare)
         self._acks = KeptConnection(
             "ack", functools.partial(self._open_kept, "SET enable_seqscan TO off"), closed
         )
@@ -220,6 +228,20 @@ class PostgresConnections:
         except psycopg.Error as e:
             raise await self.failure(e, name) from e
 
+    async def _rowcount_unflushed(self, name: str, params: dict[str, Any]) -> int:
+        """``_rowcount`` of a bookkeeping delete whose commit does not wait for the WAL
+        flush (``unflushed_here``): visible to every session at once, only not yet
+        durable, so a worker's stop waits ~1 ms less per such delete here."""
+        pool = self.check_open()
+        try:
+            async with pool.connection() as conn:
+                async with conn.pipeline():
+                    await conn.execute(self.q["unflushed_here"])
+                    cur = await conn.execute(self.q[name], self.timed(params))
+                return cur.rowcount
+        except psycopg.Error as e:
+            raise await self.failure(e, name) from e
+
     async def _claim_rows(self, name: str, params: dict[str, Any]) -> list[TupleRow]:
         """``_fetchall`` for a claim, on the store's claim connection when it is free:
         no pool checkout and return around the statement (~0.1 ms of a wake's claim
@@ -239,9 +261,10 @@ class PostgresConnections:
         (its session plans with ``enable_seqscan`` off: primary-key probes, see
         ``index_plan_here``), else on the pool after ``index_plan_here`` in one
         pipeline. The kept connection spares the pipeline and the pool checkout:
-        ~0.2 ms of client CPU per ack batch measured here."""
+        ~0.2 ms of client CPU per ack batch measured here. The worker's first ack
+        waits for that connection to open rather than grow the pool."""
         self.check_open()
-        conn = self._acks.take()
+        conn = await self._acks.take_opened()
         if conn is None:
             return await self._fetchall_planned("index_plan_here", name, params)
         return await self._kept_rows(self._acks, conn, name, params)
@@ -277,9 +300,10 @@ class PostgresConnections:
             kept.busy = False
 
     async def _open_kept(self, *session: str) -> Conn:
-        """A connection for a :class:`KeptConnection`: configured as the pool's, then
-        the ``session`` statements (settings for that connection's whole life)."""
-        conn = await self.connect()
+        """A connection for a :class:`KeptConnection`: the spare if there is one, else
+        a new one configured as the pool's; then the ``session`` statements (settings
+        for that connection's whole life)."""
+        conn = self._take_spare() or await self._open_configured()
         try:
             await self._configure(conn)
             for statement in session:
@@ -288,6 +312,35 @@ class PostgresConnections:
             await self._drop(conn)
             raise
         return conn
+
+    async def _open_configured(self) -> Conn:
+        conn = await self.connect()
+        try:
+            await self._configure(conn)
+        except BaseException:
+            await self._drop(conn)
+            raise
+        return conn
+
+    def _keep_spare(self, conn: Conn) -> None:
+        self._spare = conn
+        self._spare_timer = asyncio.get_running_loop().call_later(SPARE_S, self._expire_spare)
+
+    def _take_spare(self) -> Conn | None:
+        """The spare connection, now the caller's (``None``: none is left)."""
+        conn, self._spare = self._spare, None
+        if self._spare_timer is not None:
+            self._spare_timer.cancel()
+            self._spare_timer = None
+        if conn is not None and conn.closed:
+            return None
+        return conn
+
+    def _expire_spare(self) -> None:
+        self._spare_timer = None
+        conn = self._take_spare()
+        if conn is not None:
+            self._spare_closing = asyncio.get_running_loop().create_task(self._drop(conn))
 
     @staticmethod
     async def _drop(conn: Conn) -> None:
@@ -304,18 +357,29 @@ class PostgresConnections:
         # check or migration closes the pool again.
         # With migrate=off nothing but reads runs here: a role with row privileges
         # alone can open the store, and a misspelt schema is an error, not a new store.
+        # When that connection was only read (the schema was current), it is
+        # configured as the pool's and kept as the spare (``_take_spare``).
         pool: AsyncConnectionPool[Conn] | None = None
         try:
             conn = await self.connect(prepare=False)
+            spare = False
             try:
                 pool = self._new_pool()
                 await pool.open(wait=False)
                 if self.settings.migrate:
-                    await migrate_connection(conn, self.schema)
+                    spare = not (await migrate_if_needed(conn, self.schema))[1]
                 else:
                     await check_schema_ready(conn, self.schema)
+                    spare = True
+                if spare:
+                    await self._configure(conn)
+                    conn.prepare_threshold = self._prepare
+            except BaseException:
+                spare = False
+                raise
             finally:
-                await conn.close()
+                if not spare:
+                    await conn.close()
         except psycopg.Error as e:
             self._closed = True
             await self._discard(pool)
@@ -327,6 +391,8 @@ class PostgresConnections:
             await self._discard(pool)
             raise
         self._pool = pool
+        if spare:
+            self._keep_spare(conn)
         self._waker = Waker(self._wake_connection, self.q["wake"], self.settings.wake_coalesce_s)
 
     def _new_pool(self) -> AsyncConnectionPool[Conn]:
@@ -358,6 +424,9 @@ class PostgresConnections:
                 await self._waker.close()
             if self._listener is not None:
                 await self._listener.stop()
+            spare = self._take_spare()
+            if spare is not None:
+                await self._drop(spare)
             await self._claims.close()
             await self._acks.close()
             await self._fair_claims.close()

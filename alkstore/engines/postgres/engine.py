@@ -202,7 +202,7 @@ class PostgresEngine(
         return acked
 
     async def drop_ack_receipts(self, owner: str, older_s: float) -> None:
-        await self._rowcount("drop_ack_receipts", {"owner": owner, "older_s": older_s})
+        await self._rowcount_unflushed("drop_ack_receipts", {"owner": owner, "older_s": older_s})
 
     async def ack_result(
         self, queue: str, job_id: int, attempts: int, value: str, keep_s: float
@@ -349,7 +349,7 @@ class PostgresEngine(
         await self._rowcount("worker_upsert", params)
 
     async def delete_worker(self, worker_id: str) -> bool:
-        return bool(await self._rowcount("worker_delete", {"id": worker_id}))
+        return bool(await self._rowcount_unflushed("worker_delete", {"id": worker_id}))
 
     async def purge_workers(self, older_than_s: float) -> int:
         return await self._rowcount("worker_purge", {"older_than": older_than_s})

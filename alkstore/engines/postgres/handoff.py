@@ -148,7 +148,7 @@ class PostgresHandoff(PostgresConnections):
         self._idle.discard(slot)
         if self._listener is not None:
             await self._listener.let_go(slot)
-        await self._rowcount("handoff_close", {"slot": slot})
+        await self._rowcount_unflushed("handoff_close", {"slot": slot})
 
     def handoff_row(self, payload: str) -> Row | int:
         fields = json.loads(payload)

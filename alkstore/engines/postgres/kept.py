@@ -32,14 +32,20 @@ Conn = psycopg.AsyncConnection[TupleRow]
 class KeptConnection:
     """One connection kept for one kind of statement (``what``, for the log)."""
 
-    __slots__ = ("_closed", "_open", "busy", "conn", "opening", "what")
+    __slots__ = ("_closed", "_open", "_ready", "busy", "conn", "opening", "what")
 
     def __init__(
-        self, what: str, open_: Callable[[], Awaitable[Conn]], closed: Callable[[], bool]
+        self,
+        what: str,
+        open_: Callable[[], Awaitable[Conn]],
+        closed: Callable[[], bool],
+        *,
+        ready: Callable[[], Conn | None] | None = None,
     ) -> None:
         self.what = what
         self._open = open_  # a new configured connection
         self._closed = closed  # whether the store closed meanwhile
+        self._ready = ready  # an open configured connection to adopt at once, if any
         self.conn: Conn | None = None
         self.busy = False
         self.opening: asyncio.Task[None] | None = None
@@ -49,11 +55,24 @@ class KeptConnection:
         ``busy = False``, or :meth:`drop` it); else ``None`` (use the pool), and
         the connection starts opening in the background if there is none."""
         conn = self.conn
+        if conn is None and self.opening is None and self._ready is not None:
+            conn = self.conn = self._ready()
         if conn is None or self.busy:
             if conn is None and self.opening is None:
                 self.opening = asyncio.get_running_loop().create_task(self._opened())
             return None
         self.busy = True
+        return conn
+
+    async def take_opened(self) -> Conn | None:
+        """:meth:`take`, waiting for the connection if it is opening (its first use):
+        the statement then waits a connect once, instead of running on the pool and
+        growing it by a connection the process keeps but hardly uses."""
+        conn = self.take()
+        opening = self.opening
+        if conn is None and opening is not None and self.conn is None:
+            await asyncio.shield(opening)
+            conn = self.take()
         return conn
 
     async def _opened(self) -> None:

@@ -32,6 +32,7 @@ __all__ = [
     "format_sql",
     "installed_version",
     "migrate_connection",
+    "migrate_if_needed",
 ]
 
 Conn = psycopg.AsyncConnection[TupleRow]
@@ -154,12 +155,22 @@ async def migrate_connection(
     A schema already at that version is only read (no lock, no DDL), so a role
     without CREATE privileges can open an up-to-date store.
     """
+    version, _ = await migrate_if_needed(conn, schema, migrations)
+    return version
+
+
+async def migrate_if_needed(
+    conn: Conn, schema: str, migrations: Sequence[Migration] | None = None
+) -> tuple[int, bool]:
+    """:func:`migrate_connection`, also saying whether it migrated: ``False`` when
+    the schema was current and ``conn`` was only read (it can then serve as an
+    ordinary connection: no session lock or DDL state was left on it)."""
     if migrations is None:  # MIGRATIONS if read (or set: tests put fixtures there)
         migrations = globals().get("MIGRATIONS")
     target = SCHEMA_VERSION if migrations is None else migrations[-1].version
     current = await installed_version(conn, schema)
     if current == target:
-        return target
+        return target, False
     if current is not None and current > target:
         raise _newer(schema, current, target)
     if migrations is None:
@@ -192,4 +203,4 @@ async def migrate_connection(
     finally:
         with contextlib.suppress(psycopg.Error):  # a dead connection released it already
             await conn.execute(q["migration_unlock"], params)
-    return max(version, target)
+    return max(version, target), True

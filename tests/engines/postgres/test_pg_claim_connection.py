@@ -133,3 +133,69 @@ async def test_close_closes_the_ack_connection(store: alkstore.Store) -> None:
     conn = await _acker(store)
     await store.close()
     assert conn.closed and _engine(store)._acks.conn is None
+
+
+async def _backend_alive(pg_url: str, pid: int) -> bool:
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as admin:
+        cur = await admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [pid])
+        row = await cur.fetchone()
+    return row is not None and row[0] == 1
+
+
+async def _backend_gone(pg_url: str, pid: int) -> bool:
+    """Whether the backend ``pid`` exits (a closed socket ends it within moments)."""
+    for _ in range(200):
+        if not await _backend_alive(pg_url, pid):
+            return True
+        await asyncio.sleep(0.01)
+    return False
+
+
+async def test_the_opens_own_connection_becomes_the_claim_connection(
+    pg_url: str, store: alkstore.Store
+) -> None:
+    """A store opened on a current schema keeps the connection it read the schema on
+    as a spare, and the first claim adopts it at once: a worker's claims cost no
+    connect (and the server one backend start and exit less). A store whose open
+    migrated keeps none (that session ran DDL under a lock)."""
+    assert _engine(store)._spare is None  # the fixture's open created the schema
+    q = store.queue("sp")
+    ids = await q.enqueue_many([b"1", b"2"])
+    other = await alkstore.connect(pg_url, schema=_engine(store).schema)
+    try:
+        engine = _engine(other)
+        spare = engine._spare
+        assert spare is not None and not spare.closed
+        pid = spare.info.backend_pid
+        got = [h.job.id for h in await other.queue("sp").claim_batch("w1", 1)]
+        assert engine._claims.conn is spare and engine._spare is None  # adopted, not opened
+        assert engine._claims.opening is None
+        got += [h.job.id for h in await other.queue("sp").claim_batch("w1", 1)]
+        assert sorted(got) == sorted(ids)
+        assert await _backend_alive(pg_url, pid)
+    finally:
+        await other.close()
+    assert spare.closed and await _backend_gone(pg_url, pid)
+
+
+async def test_an_unused_spare_is_closed(
+    pg_url: str, store: alkstore.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store that never claims (a producer) does not keep the spare connection."""
+    from alkstore.engines.postgres import connections
+
+    monkeypatch.setattr(connections, "SPARE_S", 0.05)
+    other = await alkstore.connect(pg_url, schema=_engine(store).schema)
+    try:
+        spare = _engine(other)._spare
+        assert spare is not None
+        pid = spare.info.backend_pid
+        await other.queue("sp2").enqueue(b"x")  # the pool's work: the spare stays unused
+        for _ in range(500):
+            if spare.closed:
+                break
+            await asyncio.sleep(0.01)
+        assert spare.closed and _engine(other)._spare is None
+        assert await _backend_gone(pg_url, pid)
+    finally:
+        await other.close()

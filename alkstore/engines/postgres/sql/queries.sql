@@ -740,6 +740,13 @@ SET LOCAL plan_cache_mode = force_generic_plan;
 -- set_config(..., true), as SET LOCAL outside BEGIN logs a WARNING every time.
 SELECT set_config('plan_cache_mode', 'force_generic_plan', true);
 
+-- name: unflushed_here
+-- Sent before a bookkeeping delete in one pipeline with no Sync between (one
+-- implicit transaction, as generic_plan_here's): its commit does not wait for the
+-- WAL flush. Only for rows whose delete may be lost with a server crash: each has
+-- its own purge (a stopping worker's registry row, hand-off row, old receipts).
+SELECT set_config('synchronous_commit', 'off', true);
+
 -- name: fair_statistics
 -- Whether the planner has statistics for fair_claim's main tables (reltuples is
 -- -1 until the first ANALYZE or VACUUM): only then is its generic plan used.
