@@ -32,7 +32,6 @@ import random
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Self, TypeVar
 
 from alkstore.core.job import Row
@@ -41,6 +40,7 @@ from alkstore.engines.sqlite.listener import Listener, poke_local
 from alkstore.engines.sqlite.migrator import QUERIES as Q
 from alkstore.engines.sqlite.migrator import SCHEMA_VERSION, installed_version, migrate
 from alkstore.engines.sqlite.protocols import TransactionToken
+from alkstore.engines.sqlite.thread import EngineThread
 from alkstore.engines.sqlite.units import Unit, hand_back
 from alkstore.errors import EngineError, InvalidArgumentError, StoreClosedError
 
@@ -92,7 +92,7 @@ class SqliteConnections:
         self.wake_poll_s = check_positive("wake_poll_s", wake_poll_s)
         self.migrate = check_switch("migrate", migrate)
         self._conn: sqlite3.Connection | None = None
-        self._executor: ThreadPoolExecutor | None = None
+        self._executor: EngineThread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock: asyncio.Lock | None = None
         self._listener: Listener | None = None
@@ -236,7 +236,7 @@ class SqliteConnections:
         unit = Unit(fn, args, quick)
         self._units.append(unit)
         assert self._executor is not None
-        self._executor.submit(self._run_group)
+        self._executor.post(self._run_group)
         return unit.future
 
     def _run_group(self) -> None:
@@ -435,7 +435,7 @@ class SqliteConnections:
     async def open(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._lock = asyncio.Lock()
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="alkstore-sqlite")
+        self._executor = EngineThread("alkstore-sqlite")
         try:
             await self._loop.run_in_executor(self._executor, self._guarded, self._open_sync)
         except BaseException:
