@@ -6,7 +6,8 @@ transaction that reads then writes gets ``SQLITE_BUSY`` at once), and they are
 group-committed: write units wait in a small queue, and the thread runs all
 the waiting ones (at most ``_GROUP_MAX``) in one transaction, so one fsync
 covers them. Each unit runs in its own ``SAVEPOINT``: a unit that raises is
-rolled back alone and its caller gets the error, the others commit. If the
+rolled back alone and its caller gets the error, the others commit (a unit
+alone in its group needs none: its error rolls the transaction back). If the
 ``COMMIT`` fails, every unit of the group gets that error and none of it is
 kept. A caller's result, and the effects its unit asked for (``_on_commit``,
 e.g. waking this process's listeners), come only after the ``COMMIT``.
@@ -275,10 +276,12 @@ class SqliteConnections:
             return []
         self._effects = []
         done: list[Unit] = []
+        alone = len(units) == 1  # the transaction is the unit's: no savepoint needed
         try:
             for i, unit in enumerate(units):
                 mark = len(self._effects)
-                conn.execute("SAVEPOINT alkstore_unit")
+                if not alone:
+                    conn.execute("SAVEPOINT alkstore_unit")
                 try:
                     unit.result = unit.fn(conn, *unit.args)
                 except Exception as e:
@@ -290,11 +293,16 @@ class SqliteConnections:
                         self._fail(done, e)
                         self._fail([unit], e)
                         return units[i + 1 :]
+                    if alone:
+                        conn.execute("ROLLBACK")
+                        self._fail([unit], e)
+                        return []
                     conn.execute("ROLLBACK TO alkstore_unit")
                     conn.execute("RELEASE alkstore_unit")
                     self._fail([unit], e)
                     continue
-                conn.execute("RELEASE alkstore_unit")
+                if not alone:
+                    conn.execute("RELEASE alkstore_unit")
                 done.append(unit)
             self._before_commit(conn)
             conn.execute("COMMIT")

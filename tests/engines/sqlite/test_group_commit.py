@@ -255,3 +255,27 @@ async def test_a_caller_cancelled_while_its_unit_waits_writes_nothing(
         await dropped
     held.result()
     assert _count(engine.path, "SELECT count(*) FROM alk_jobs") == 1
+
+
+async def test_a_unit_alone_in_its_group_runs_without_a_savepoint_and_fails_alone(
+    store: alkstore.Store,
+) -> None:
+    engine = _engine(store)
+    q = store.queue("q")
+    statements = await _trace(engine)
+    await q.enqueue(b"one")
+    assert "SAVEPOINT alkstore_unit" not in statements
+    assert statements.count("COMMIT") == 1
+
+    def half_then_fail(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO alk_notes (channel, payload) VALUES ('half', 'x')")
+        raise ValueError("the unit's own error")
+
+    statements.clear()
+    with pytest.raises(ValueError, match="own error"):
+        await engine._write_call(half_then_fail)
+    assert statements[-1] == "ROLLBACK" and "COMMIT" not in statements
+    assert _count(engine.path, "SELECT count(*) FROM alk_notes WHERE channel = 'half'") == 0
+    assert not engine._effects  # its note's poke went with it
+    await q.enqueue(b"two")  # the connection is out of the transaction
+    assert _count(engine.path, "SELECT count(*) FROM alk_jobs") == 2
