@@ -26,6 +26,7 @@ from alkstore.tracing import create_span, recording
 from alkstore.transaction import Transaction
 
 if TYPE_CHECKING:
+    from alkstore.queue import Queue
     from alkstore.store import Store
     from alkstore.sync import Store as SyncStore
     from alkstore.workflows import Sig
@@ -244,6 +245,18 @@ class Task(Generic[P, R]):
         )
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
+        self._home: tuple[Store, str, QueueOpts, Queue] | None = None  # see _queue_in
+
+    def _queue_in(self, store: Store) -> Queue:
+        """``store.queue(self.queue, self.opts)``, kept for the next plain ``defer()``
+        while the store, queue and opts stay the same (a handle is immutable; the
+        store's open check comes again at the enqueue)."""
+        held = self._home
+        if held is not None and held[0] is store and held[1] is self.queue and held[2] is self.opts:
+            return held[3]
+        queue = store.queue(self.queue, self.opts)
+        self._home = (store, self.queue, self.opts, queue)
+        return queue
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Run the function here and now (no job)."""
@@ -389,7 +402,7 @@ class TaskCall(Generic[P, R]):
         if self.opts is None and not recording():  # the plain call: no span, one insert
             payload = encode_call(task.name, task.bind(*args, **kwargs))
             store = await task.app.connect()
-            return Deferred(await store.queue(task.queue, task.opts).enqueue(payload), task)
+            return Deferred(await task._queue_in(store).enqueue(payload), task)
         with create_span(task.queue) as trace:
             payload = task._traced_payload(trace, *args, **kwargs)
             store = await task.app.connect()

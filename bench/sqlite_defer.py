@@ -1,6 +1,6 @@
 """What one ``defer()`` costs on SQLite, and how much of it is Python.
 
-    .venv/bin/python bench/sqlite_defer.py [--calls 300] [--gap-ms 20] [--runs 3]
+    .venv/bin/python bench/sqlite_defer.py [--calls 300] [--gap-ms 20] [--runs 3] [--sync full]
     .venv/bin/python bench/old_code.py /work/main bench/sqlite_defer.py   # the other tree
 
 Two numbers per run, in one process on a temp file (WAL, synchronous=FULL):
@@ -10,6 +10,9 @@ Two numbers per run, in one process on a temp file (WAL, synchronous=FULL):
   in the wake benchmarks): the median wall time of a call, commit included;
 - Python: the same calls back to back with the engine's insert replaced by a
   no-op, so only the code before the insert is timed (µs per call).
+
+``--sync normal`` (no fsync at a WAL commit) leaves the disk's noise out of an A/B
+of the code around the commit.
 
 Prints the median over ``--runs`` runs of each run's median, with [min–max].
 """
@@ -27,9 +30,9 @@ from typing import Any
 import alkstore
 
 
-async def one_run(calls: int, gap_s: float) -> dict[str, float]:
+async def one_run(calls: int, gap_s: float, sync: str) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
-        app = alkstore.App(f"sqlite:///{Path(tmp) / 'defer.db'}")
+        app = alkstore.App(f"sqlite:///{Path(tmp) / 'defer.db'}?synchronous={sync}")
 
         @app.task(queue="bench", name="noop")
         async def noop(seq: int) -> None:
@@ -73,8 +76,9 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=300)
     ap.add_argument("--gap-ms", type=float, default=20.0)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--sync", choices=["full", "normal"], default="full")
     a = ap.parse_args()
-    runs = [asyncio.run(one_run(a.calls, a.gap_ms / 1000)) for _ in range(a.runs)]
+    runs = [asyncio.run(one_run(a.calls, a.gap_ms / 1000, a.sync)) for _ in range(a.runs)]
     for key in runs[0]:
         values = [r[key] for r in runs]
         print(f"{key:<22} {statistics.median(values):8.3f}  [{min(values):.3f}–{max(values):.3f}]")

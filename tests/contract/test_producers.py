@@ -65,3 +65,32 @@ def test_repeated_asyncio_run_of_defer_neither_hangs_nor_leaks_fds(
         asyncio.run(record.defer(n))
     assert _open_fds() < before + 10  # 30 runs: not one descriptor (or more) per run
     assert len(asyncio.run(_drain(target))) == 31
+
+
+async def test_plain_defers_reuse_one_queue_handle_per_store_and_follow_a_new_store(
+    target: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app, record = _app(target)
+    made: list[str] = []
+    real = alkstore.Store.queue
+
+    def counted(self: alkstore.Store, name: str, opts: Any = None) -> Any:
+        made.append(name)
+        return real(self, name, opts)
+
+    monkeypatch.setattr(alkstore.Store, "queue", counted)
+    first = await app.connect()
+    for n in range(5):
+        await record.defer(n)
+    assert made == ["produced"]  # validated and resolved once, not per call
+    await app.close()
+    with pytest.raises(alkstore.StoreClosedError):
+        await record._queue_in(first).enqueue(b"{}")  # a kept handle still checks its store
+    second = await app.connect()
+    assert second is not first
+    await record.defer(5)
+    assert made == ["produced", "produced"]
+    await app.close()
+    jobs = await _drain(target)
+    assert sorted(j.json()["args"]["n"] for j in jobs) == list(range(6))
+    assert {j.max_attempts for j in jobs} == {7}

@@ -6,7 +6,8 @@ transaction that reads then writes gets ``SQLITE_BUSY`` at once), and they are
 group-committed: write units wait in a small queue, and the thread runs all
 the waiting ones (at most ``_GROUP_MAX``) in one transaction, so one fsync
 covers them. Each unit runs in its own ``SAVEPOINT``: a unit that raises is
-rolled back alone and its caller gets the error, the others commit. If the
+rolled back alone and its caller gets the error, the others commit (a unit
+alone in its group needs none: its error rolls the transaction back). If the
 ``COMMIT`` fails, every unit of the group gets that error and none of it is
 kept. A caller's result, and the effects its unit asked for (``_on_commit``,
 e.g. waking this process's listeners), come only after the ``COMMIT``.
@@ -32,7 +33,6 @@ import random
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Self, TypeVar
 
 from alkstore.core.job import Row
@@ -41,6 +41,8 @@ from alkstore.engines.sqlite.listener import Listener, poke_local
 from alkstore.engines.sqlite.migrator import QUERIES as Q
 from alkstore.engines.sqlite.migrator import SCHEMA_VERSION, installed_version, migrate
 from alkstore.engines.sqlite.protocols import TransactionToken
+from alkstore.engines.sqlite.thread import EngineThread
+from alkstore.engines.sqlite.units import Unit, hand_back
 from alkstore.errors import EngineError, InvalidArgumentError, StoreClosedError
 
 __all__ = ["SqliteConnections", "in_transaction"]
@@ -69,17 +71,6 @@ def _is_busy(error: sqlite3.Error) -> bool:
     return "locked" in str(error) or "busy" in str(error)
 
 
-class _Unit:
-    """A write unit waiting for a group: ``fn(conn, *args)`` and its caller's future."""
-
-    __slots__ = ("args", "fn", "future", "quick", "result")
-
-    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], quick: bool) -> None:
-        self.fn, self.args, self.quick = fn, args, quick  # quick: no fsync of its own
-        self.future: Future[Any] = Future()
-        self.result: Any = None
-
-
 class SqliteConnections:
     """The connection and thread of one store's file (what ``SqliteEngine`` stands on)."""
 
@@ -102,13 +93,13 @@ class SqliteConnections:
         self.wake_poll_s = check_positive("wake_poll_s", wake_poll_s)
         self.migrate = check_switch("migrate", migrate)
         self._conn: sqlite3.Connection | None = None
-        self._executor: ThreadPoolExecutor | None = None
+        self._executor: EngineThread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock: asyncio.Lock | None = None
         self._listener: Listener | None = None
         self._closed = False
         self._clock: Callable[[], float] = time.time
-        self._units: collections.deque[_Unit] = collections.deque()  # waiting write units
+        self._units: collections.deque[Unit] = collections.deque()  # waiting write units
         self._effects: list[Callable[[], None]] = []  # to run once the open transaction commits
         self._notes_written = 0
 
@@ -243,26 +234,27 @@ class SqliteConnections:
     def _queue_unit(self, fn: Callable[..., T], args: tuple[Any, ...], quick: bool) -> Awaitable[T]:
         """Queue a write unit and the engine-thread job that will take it (or find it
         taken by an earlier one's group): no unit runs later than its own job would."""
-        unit = _Unit(fn, args, quick)
+        unit = Unit(fn, args, quick)
         self._units.append(unit)
         assert self._executor is not None
-        self._executor.submit(self._run_group)
-        return asyncio.wrap_future(unit.future)
+        self._executor.post(self._run_group)
+        return unit.future
 
     def _run_group(self) -> None:
         """Run the waiting units (at most ``_GROUP_MAX``) in one transaction, settled after
         its COMMIT; quick ones alone (claims) skip the fsync: the next synced one covers them."""
-        units: list[_Unit] = []
+        units: list[Unit] = []
         while len(units) < _GROUP_MAX:
             try:
                 unit = self._units.popleft()  # atomic against the loop's append
             except IndexError:
                 break
-            if unit.future.set_running_or_notify_cancel():  # a cancelled caller: skip it
+            if not unit.future.cancelled():  # a cancelled caller: skip it
                 units.append(unit)
         conn = self._conn
         if not units:
             return
+        taken = list(units)
         assert conn is not None
         quick = self.synchronous in ("FULL", "EXTRA") and all(u.quick for u in units)
         if quick:
@@ -271,10 +263,11 @@ class SqliteConnections:
             while units:
                 units = self._commit_group(conn, units)
         finally:
+            hand_back(taken)
             if quick:
                 conn.execute(f"PRAGMA synchronous={self.synchronous}")  # a fixed keyword
 
-    def _commit_group(self, conn: sqlite3.Connection, units: list[_Unit]) -> list[_Unit]:
+    def _commit_group(self, conn: sqlite3.Connection, units: list[Unit]) -> list[Unit]:
         """One group transaction; the units not run yet if it was lost under them."""
         try:
             self._with_busy_retry(lambda: conn.execute("BEGIN IMMEDIATE"))
@@ -282,11 +275,13 @@ class SqliteConnections:
             self._fail(units, e)
             return []
         self._effects = []
-        done: list[_Unit] = []
+        done: list[Unit] = []
+        alone = len(units) == 1  # the transaction is the unit's: no savepoint needed
         try:
             for i, unit in enumerate(units):
                 mark = len(self._effects)
-                conn.execute("SAVEPOINT alkstore_unit")
+                if not alone:
+                    conn.execute("SAVEPOINT alkstore_unit")
                 try:
                     unit.result = unit.fn(conn, *unit.args)
                 except Exception as e:
@@ -298,11 +293,16 @@ class SqliteConnections:
                         self._fail(done, e)
                         self._fail([unit], e)
                         return units[i + 1 :]
+                    if alone:
+                        conn.execute("ROLLBACK")
+                        self._fail([unit], e)
+                        return []
                     conn.execute("ROLLBACK TO alkstore_unit")
                     conn.execute("RELEASE alkstore_unit")
                     self._fail([unit], e)
                     continue
-                conn.execute("RELEASE alkstore_unit")
+                if not alone:
+                    conn.execute("RELEASE alkstore_unit")
                 done.append(unit)
             self._before_commit(conn)
             conn.execute("COMMIT")
@@ -311,27 +311,23 @@ class SqliteConnections:
             self._effects = []
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            self._fail([u for u in units if not u.future.done()], e)
+            self._fail([u for u in units if u.error is None], e)
             if not isinstance(e, Exception):
                 raise
             return []
-        try:
-            self._committed()
-        finally:
-            for unit in done:
-                unit.future.set_result(unit.result)
+        self._committed()
         return []
 
     def _before_commit(self, conn: sqlite3.Connection) -> None:
         """Inside a write group, just before its COMMIT (a subclass's wake notes)."""
 
-    def _fail(self, units: list[_Unit], error: BaseException) -> None:
+    def _fail(self, units: list[Unit], error: BaseException) -> None:
         if isinstance(error, sqlite3.Error):
             wrapped = EngineError(f"SQLite error on {self.path}: {error}")
             wrapped.__cause__ = error
             error = wrapped
         for unit in units:
-            unit.future.set_exception(error)
+            unit.error = error
 
     def _read(self, fn: Callable[..., T], *args: Any) -> T:
         conn = self._conn
@@ -447,7 +443,7 @@ class SqliteConnections:
     async def open(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._lock = asyncio.Lock()
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="alkstore-sqlite")
+        self._executor = EngineThread("alkstore-sqlite")
         try:
             await self._loop.run_in_executor(self._executor, self._guarded, self._open_sync)
         except BaseException:

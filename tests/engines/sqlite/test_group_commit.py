@@ -211,3 +211,71 @@ async def test_a_listener_is_woken_only_by_the_commit_of_a_group(
     await _queued_together(engine, [lambda i=i: q.enqueue(b"%d" % i) for i in range(5)])
     assert pokes == [1]  # once per commit, however many notes it holds
     assert jobs_seen == [5]  # and the rows are there when it runs
+
+
+async def test_a_group_comes_back_to_its_callers_loop_in_one_wake(
+    store: alkstore.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # each caller's own concurrent future and asyncio.wrap_future cost a wake (and
+    # ~35 µs of an idle defer()); the group settles its callers' futures at once
+    engine = _engine(store)
+    q = store.queue("q")
+    loop = asyncio.get_running_loop()
+    wakes: list[object] = []
+    real = loop.call_soon_threadsafe
+
+    def counted(callback: Any, *args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            wakes.append(callback)
+        return real(callback, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "call_soon_threadsafe", counted)
+    ids = await _queued_together(engine, [lambda i=i: q.enqueue(b"%d" % i) for i in range(20)])
+    assert len(set(ids)) == 20
+    assert [getattr(w, "__name__", w) for w in wakes] == ["settle"]
+
+
+async def test_a_caller_cancelled_while_its_unit_waits_writes_nothing(
+    store: alkstore.Store,
+) -> None:
+    engine = _engine(store)
+    q = store.queue("q")
+    release = threading.Event()
+    assert engine._executor is not None
+    held = engine._executor.submit(release.wait)
+    kept = asyncio.ensure_future(q.enqueue(b"kept"))
+    dropped = asyncio.ensure_future(q.enqueue(b"dropped"))
+    while len(engine._units) < 2:
+        await asyncio.sleep(0)
+    dropped.cancel()
+    await asyncio.sleep(0)
+    release.set()
+    await kept
+    with pytest.raises(asyncio.CancelledError):
+        await dropped
+    held.result()
+    assert _count(engine.path, "SELECT count(*) FROM alk_jobs") == 1
+
+
+async def test_a_unit_alone_in_its_group_runs_without_a_savepoint_and_fails_alone(
+    store: alkstore.Store,
+) -> None:
+    engine = _engine(store)
+    q = store.queue("q")
+    statements = await _trace(engine)
+    await q.enqueue(b"one")
+    assert "SAVEPOINT alkstore_unit" not in statements
+    assert statements.count("COMMIT") == 1
+
+    def half_then_fail(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO alk_notes (channel, payload) VALUES ('half', 'x')")
+        raise ValueError("the unit's own error")
+
+    statements.clear()
+    with pytest.raises(ValueError, match="own error"):
+        await engine._write_call(half_then_fail)
+    assert statements[-1] == "ROLLBACK" and "COMMIT" not in statements
+    assert _count(engine.path, "SELECT count(*) FROM alk_notes WHERE channel = 'half'") == 0
+    assert not engine._effects  # its note's poke went with it
+    await q.enqueue(b"two")  # the connection is out of the transaction
+    assert _count(engine.path, "SELECT count(*) FROM alk_jobs") == 2
