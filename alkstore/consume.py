@@ -44,7 +44,7 @@ _DUE_MIN_S = 0.0005  # a due time already past still waits this long (no busy lo
 class DueSource(Protocol):
     """A queue as the loop sees it (``alkstore.Queue`` is one): when its next job is due."""
 
-    async def _next_wake_in(self) -> float | None: ...
+    async def _next_wake_in(self, within_s: float) -> float | None: ...
 
 
 class ClaimedJob(Protocol):
@@ -155,7 +155,7 @@ class ClaimLoop:
             timeout = min(timeout, max(self._hold_s, _DUE_MIN_S))
             self._hold_s = None
         for queue in self.queues:
-            due = await queue._next_wake_in()
+            due = await queue._next_wake_in(timeout)  # later than that: looked at again
             if due is not None:
                 timeout = min(timeout, max(due, _DUE_MIN_S))
         return timeout

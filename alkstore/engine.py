@@ -268,8 +268,9 @@ class Engine(Protocol):
         older than ``retention_s``, kept results and dedupe windows past their expiry;
         the four counts."""
 
-    async def next_wake_in(self, queue: str) -> float | None:
-        """Seconds until the next delayed row becomes due or a claim lapses, if any."""
+    async def next_wake_in(self, queue: str, within_s: float) -> float | None:
+        """Seconds until the next delayed row becomes due or a claim lapses, if that is
+        within ``within_s`` (the caller looks again by then; docs/contract.md, "Wakes")."""
 
     async def schedule_marks(self, names: Sequence[str]) -> list[tuple[str, float, int | None]]:
         """``(name, last tick as POSIX seconds, last job id)`` of the listed schedules."""

@@ -332,9 +332,10 @@ class Queue(Enqueuing):
         :meth:`wait_outcome`)."""
         return (await self.wait_outcome(job_id, timeout_s)).value
 
-    async def _next_wake_in(self) -> float | None:
-        """Seconds until a delayed job becomes due or a claim lapses (the claim loop's timer)."""
-        return await engine_of(self._store).next_wake_in(self.name)
+    async def _next_wake_in(self, within_s: float) -> float | None:
+        """Seconds until a delayed job becomes due or a claim lapses, if within
+        ``within_s`` (the claim loop's timer)."""
+        return await engine_of(self._store).next_wake_in(self.name, within_s)
 
     async def jobs(
         self, worker_id: str, batch: int = 1, *, poll_interval_s: float = 1.0

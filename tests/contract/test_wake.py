@@ -150,6 +150,30 @@ async def test_lapsed_claim_wakes_the_loop_for_a_reclaim(store: alkstore.Store, 
         assert second.job.attempts == 2
 
 
+async def test_the_loops_timer_looks_only_as_far_as_its_next_poll(
+    store: alkstore.Store, qname: str
+) -> None:
+    """A delayed job or a lapse past the look's horizon is not reported (the loop
+    polls again before it anyway), so the look never walks the entries of acked
+    claims, which lie a visibility timeout ahead; within the horizon it is."""
+    q = store.queue(qname)
+    assert await q._next_wake_in(60) is None  # nothing waits
+    await q.enqueue(b"later", EnqueueOpts(delay_s=20))
+    assert await q._next_wake_in(5) is None
+    due = await q._next_wake_in(60)
+    assert due is not None and 15 < due <= 20
+    await store.queue(qname, QueueOpts(visibility_timeout_s=3)).enqueue(b"now")
+    (claimed,) = await q.claim_batch("w1", 1)  # its claim lapses in 3 s
+    assert claimed.job.payload == b"now"
+    due = await q._next_wake_in(10)
+    assert due is not None and 0 < due <= 3  # the lapse comes first
+    assert await q._next_wake_in(0.5) is None  # neither within half a second
+    await claimed.ack()
+    assert await q._next_wake_in(10) is None
+    due = await q._next_wake_in(60)
+    assert due is not None and 15 < due <= 20
+
+
 async def test_jobs_ignores_other_queues(open_store, qname: str) -> None:  # type: ignore[no-untyped-def]
     producer, consuming = await open_store(), await open_store()
     async with consumer(consuming.queue(qname)) as got:

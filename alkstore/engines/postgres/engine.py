@@ -269,8 +269,8 @@ class PostgresEngine(
         await self.purge_life(queue)  # the life rows of jobs that are gone (#24)
         return int(row[0]), int(row[1]), int(row[2]), int(row[3])
 
-    async def next_wake_in(self, queue: str) -> float | None:
-        row = await self._fetchone("next_due", {"queue": queue})
+    async def next_wake_in(self, queue: str, within_s: float) -> float | None:
+        row = await self._fetchone("next_due", {"queue": queue, "within": within_s})
         due = None if row is None else row[0]
         return None if due is None else max(float(due), 0.0)
 

@@ -291,13 +291,14 @@ class SqliteEngine(
         await self.reclaim_space()  # the freed pages back to the file system (space.py)
         return swept
 
-    def _next_due(self, conn: sqlite3.Connection, queue: str) -> float | None:
+    def _next_due(self, conn: sqlite3.Connection, queue: str, within_s: float) -> float | None:
         now = self._clock()
-        due = conn.execute(Q["next_due"], {"queue": queue, "now": now}).fetchone()[0]
+        params = {"queue": queue, "now": now, "within": within_s}
+        due = conn.execute(Q["next_due"], params).fetchone()[0]
         return None if due is None else max(due - now, 0.0)
 
-    async def next_wake_in(self, queue: str) -> float | None:
-        return await self._call(self._read, self._next_due, queue)
+    async def next_wake_in(self, queue: str, within_s: float) -> float | None:
+        return await self._call(self._read, self._next_due, queue, within_s)
 
     # -- schedules ------------------------------------------------------------------
     async def schedule_marks(self, names: Sequence[str]) -> list[tuple[str, float, int | None]]:

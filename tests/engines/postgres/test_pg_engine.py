@@ -222,8 +222,8 @@ async def test_listen_survives_termination_of_its_connection(
     idle = asyncio.Event()
     next_wake_in = engine.next_wake_in
 
-    async def spy(queue: str) -> float | None:
-        due = await next_wake_in(queue)
+    async def spy(queue: str, within_s: float) -> float | None:
+        due = await next_wake_in(queue, within_s)
         idle.set()
         return due
 

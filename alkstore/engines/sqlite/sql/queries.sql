@@ -448,13 +448,15 @@ WHERE queue = :queue AND state = 'pending' AND priority < :cap
   AND max(COALESCE(promoted_at, run_at), run_at) <= :now - :aging_s;
 
 -- name: next_due
--- The earliest future moment something of this queue becomes claimable.
+-- The earliest future moment within :within seconds that something of this queue
+-- becomes claimable (see the PostgreSQL query for why the look is bounded).
 SELECT min(t) FROM (
     SELECT min(run_at) AS t FROM alk_jobs
-    WHERE queue = :queue AND state = 'pending' AND run_at > :now
+    WHERE queue = :queue AND state = 'pending' AND run_at > :now AND run_at <= :now + :within
     UNION ALL
     SELECT min(claim_expires_at) AS t FROM alk_jobs
     WHERE queue = :queue AND state = 'processing' AND claim_expires_at >= :now
+      AND claim_expires_at <= :now + :within
 );
 
 -- name: schedule_marks
