@@ -305,7 +305,6 @@ class PostgresConnections:
         for that connection's whole life)."""
         conn = self._take_spare() or await self._open_configured()
         try:
-            await self._configure(conn)
             for statement in session:
                 await conn.execute(statement.encode())
         except BaseException:
