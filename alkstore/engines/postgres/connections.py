@@ -264,7 +264,7 @@ class PostgresConnections:
         ~0.2 ms of client CPU per ack batch measured here. The worker's first ack
         waits for that connection to open rather than grow the pool."""
         self.check_open()
-        conn = await self._acks.take_opened()
+        conn = self._acks.take() or await self._acks.take_opening()
         if conn is None:
             return await self._fetchall_planned("index_plan_here", name, params)
         return await self._kept_rows(self._acks, conn, name, params)

@@ -64,16 +64,15 @@ class KeptConnection:
         self.busy = True
         return conn
 
-    async def take_opened(self) -> Conn | None:
-        """:meth:`take`, waiting for the connection if it is opening (its first use):
-        the statement then waits a connect once, instead of running on the pool and
-        growing it by a connection the process keeps but hardly uses."""
-        conn = self.take()
-        opening = self.opening
-        if conn is None and opening is not None and self.conn is None:
-            await asyncio.shield(opening)
-            conn = self.take()
-        return conn
+    async def take_opening(self) -> Conn | None:
+        """After :meth:`take` gave ``None``: the connection once it opened, if it was
+        opening (its first use), else ``None``. The statement then waits a connect
+        once, instead of running on the pool and growing it by a connection the
+        process keeps but hardly uses."""
+        if self.opening is None:
+            return None
+        await asyncio.shield(self.opening)
+        return self.take()
 
     async def _opened(self) -> None:
         conn = None
