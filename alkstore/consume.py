@@ -5,8 +5,10 @@ delayed job of its queues becomes due (or a claim lapses) and waits for a
 wake, that moment, the next slot of a rate limit that held a claim back
 (:meth:`ClaimLoop.held`) or the re-poll, whichever is first. A failed claim (the
 database restarted, a connection was killed, the disk is full) never ends
-the loop: it backs off (0.2 s doubling to 5 s) and claims again; only a
-closed store ends it (:class:`StoreClosedError` reaches the caller).
+the loop: it backs off (0.2 s doubling to 5 s) and claims again (the worker
+ends the pause when another call gets through, and starts the doubling over
+when one did while the claim was in flight); only a closed store ends it
+(:class:`StoreClosedError` reaches the caller).
 
 ``idle`` is set while the loop waits with nothing to claim: a readiness
 signal for tests and embedders ("the consumer is now waiting").
@@ -69,6 +71,7 @@ class ClaimLoop:
         *,
         pause: Callable[[float], Awaitable[None]] | None = None,
         release_all: Callable[[list[ClaimedJob]], Awaitable[list[bool]]] | None = None,
+        answered_since: Callable[[float], bool] | None = None,
     ) -> None:
         self.queues = queues
         self._release_all = release_all  # many given back in one statement, if it can
@@ -78,6 +81,9 @@ class ClaimLoop:
         self.idle = asyncio.Event()
         self._hold_s: float | None = None  # a rate limit's next slot, from the last claims
         self._pause = pause or self._pause_unless_closed
+        # whether another database call got an answer since a moment: a claim that
+        # failed after that failed on its own connection, the database answers
+        self._answered_since = answered_since
         self.ahead: deque[ClaimedJob] = deque()  # claimed, not yet handed out
 
     async def give_back(self) -> int:
@@ -110,11 +116,15 @@ class ClaimLoop:
 
         :class:`StoreClosedError` is not a failure: it reaches the caller, which ends.
         """
+        answered_since = self._answered_since
+        started = time.monotonic() if answered_since is not None else 0.0
         try:
             result = await op(*args)
         except StoreClosedError:
             raise
         except AlkstoreError as e:
+            if answered_since is not None and answered_since(started):
+                self.failures = 0  # not the database's failure: no long backoff after an outage
             self.failures += 1
             delay = backoff_s(self.failures)
             log.warning("claim failed (%s); retrying in %.1fs", e, delay)

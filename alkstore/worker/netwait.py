@@ -12,7 +12,12 @@ second. A call given up on is cancelled and left to finish in the background;
 its result is never used.
 
 The first failure after a success logs ``database unreachable`` once; the next
-success logs ``database reachable again after N s``.
+success logs ``database reachable again after N s``. A call that fails after
+another call got an answer since it was sent says nothing about the database
+(its own connection was the one cut, or it was sent while the server
+restarted): it is not counted as the database being away. A claim loop backed off while the
+database was away goes again as soon as any call gets through
+(:meth:`DbWaits.until_back`), not at the end of its pause.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from alkstore.errors import AlkstoreError, EngineError, StoreClosedError
@@ -52,6 +57,7 @@ class DbWaits:
         self._stopping: asyncio.Future[None] | None = None
         self._forced: asyncio.Future[None] | None = None
         self._stopped_at: float | None = None
+        self._back: list[asyncio.Future[None]] = []  # pauses ended by the next answer
 
     def start(self) -> None:
         """Bind to the running loop (called by ``Worker.run``)."""
@@ -78,6 +84,7 @@ class DbWaits:
         stopping, forced = self._stopping, self._forced
         assert stopping is not None and forced is not None
         loop = asyncio.get_running_loop()
+        started = time.monotonic()
         task = asyncio.ensure_future(op, loop=loop)
         limit = self.timeout_s if timeout_s is None else timeout_s
         after_force = forced.done()  # e.g. a give-back after the second signal: brief
@@ -123,13 +130,13 @@ class DbWaits:
             for future in watched:
                 future.remove_done_callback(wake)
         if task.done():
-            return self._answer(task) if judge else task.result()
+            return self._answer(task, started) if judge else task.result()
         task.cancel()  # it ends in the background; its answer is not used
         task.add_done_callback(_retrieve)
         if forced.done() and not after_force:
             raise StoreClosedError(f"worker {self.worker_id} is stopping now: {what} abandoned")
         error = EngineError(f"no answer from the database in {limit:g}s ({what})")
-        self.failed(error)
+        self.failed(error, started)
         raise error
 
     async def each(self, ops: Iterable[Awaitable[T]], what: str) -> list[T | BaseException]:
@@ -143,17 +150,25 @@ class DbWaits:
         except AlkstoreError as e:
             return [e] * len(ops)
 
-    def _answer(self, task: asyncio.Future[T]) -> T:
+    def _answer(self, task: asyncio.Future[T], started: float) -> T:
         try:
             result = task.result()
         except EngineError as e:
-            self.failed(e)
+            self.failed(e, started)
             raise
         self.answered()
         return result
 
-    def failed(self, error: BaseException) -> None:
-        """A database call failed: log the first failure of a run of them."""
+    def answered_since(self, moment: float) -> bool:
+        """Whether a call got an answer after ``moment`` (``time.monotonic()``)."""
+        return self.last_ok > moment
+
+    def failed(self, error: BaseException, started: float | None = None) -> None:
+        """A database call (sent at ``started``) failed: log the first failure of a run
+        of them. Not when another call got an answer since it was sent: then the
+        database answers, and this call's connection was the one at fault."""
+        if started is not None and self.last_ok > started:
+            return
         if self.down_since is None:
             self.down_since = time.monotonic()
             log.warning(
@@ -173,3 +188,25 @@ class DbWaits:
             log.warning(
                 "worker %s: database reachable again after %.1fs", self.worker_id, now - since
             )
+            back, self._back = self._back, []
+            for future in back:
+                if not future.done():
+                    future.set_result(None)
+
+    async def until_back(self, pause: Callable[[float], Awaitable[None]], seconds: float) -> None:
+        """``pause(seconds)``, ended early when the database, away now, answers again
+        (any call got through): a claim loop's backoff after an outage is not slept
+        out once the server is back. A pause while the database answers (a statement
+        that failed on its own) is slept out."""
+        if self.down_since is None:
+            await pause(seconds)
+            return
+        back = asyncio.get_running_loop().create_future()
+        self._back.append(back)
+        sleeping = asyncio.ensure_future(pause(seconds))
+        try:
+            await asyncio.wait((sleeping, back), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeping.cancel()
+            if back in self._back:
+                self._back.remove(back)

@@ -174,7 +174,14 @@ class Producer:
         """Claim until the worker stops (or the store closes)."""
         room = self.room
         assert room is not None and self.completer is not None and self.heartbeats is not None
-        loop = ClaimLoop(queues, sub, self.poll_interval_s, pause=pause)
+        db = self.db
+        loop = ClaimLoop(
+            queues,
+            sub,
+            self.poll_interval_s,
+            pause=lambda seconds: db.until_back(pause, seconds),
+            answered_since=db.answered_since,
+        )
         store._loops.add(loop)
         turn = 0
         stop = self.stop

@@ -14,7 +14,10 @@ from typing import Any
 import pytest
 
 import alkstore
+import alkstore.consume
+from alkstore.errors import EngineError
 from alkstore.job_handle import JobHandle
+from alkstore.queue import Queue
 from tests.acceptance.conftest import ROOT, _env, store_args
 from tests.conftest import Target
 
@@ -59,8 +62,10 @@ async def test_a_handler_whose_claim_lapses_by_the_worker_clock_is_stopped_befor
 async def test_a_hung_ack_gives_up_logs_unreachable_then_reachable(
     target: Target, monkeypatch: pytest.MonkeyPatch, caplog: Any
 ) -> None:
-    """An ack batch that never answers is given up on (bounded wait), logged once as the
-    database being unreachable; the retry's success logs it reachable again."""
+    """An ack batch that never answers is given up on (bounded wait), logged once, and
+    retried. Whether the database counts as away meanwhile depends on whether another
+    call got an answer since the ack was sent (tests/unit/test_worker_services.py):
+    if it was logged unreachable, the retry's success logs it reachable again."""
     app = alkstore.App(target.url, schema=target.schema)
 
     @app.task(queue="m", name="quick")
@@ -87,6 +92,65 @@ async def test_a_hung_ack_gives_up_logs_unreachable_then_reachable(
         assert await worker.run() == 0
     assert calls == 2 and worker.counts["success"] == 1
     lines = [r.getMessage() for r in caplog.records]
+    assert sum("ack of 1 job(s) failed (no answer from the database" in x for x in lines) == 1
+    away = sum("database unreachable" in line for line in lines)
+    assert away <= 1 and sum("database reachable again" in line for line in lines) == away
+
+
+async def test_claims_go_again_once_the_database_answers_not_after_their_backoff(
+    target: Target, monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    """After an outage: a claim loop backed off while the database was away claims
+    again as soon as another call gets through, and a claim that hung on a
+    connection cut before the server came back (given up on after another call got
+    an answer) starts the backoff over instead of lengthening it. The backoff here
+    is an hour past the first failure: only those two rules end this test."""
+    app = alkstore.App(target.url, schema=target.schema)
+
+    @app.task(queue="r", name="after")
+    async def after() -> None:
+        worker.stop()
+
+    monkeypatch.setattr(alkstore.consume, "backoff_s", lambda n: 0.01 if n <= 1 else 3600.0)
+    caplog.set_level(logging.WARNING)
+    original = Queue.claim_held
+    calls = 0
+    hung = asyncio.Event()
+
+    async def outage(self: Queue, worker_id: str, n: int) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls <= 2:  # refused while the server is down: the backoff grows
+            raise EngineError("connection refused (the server restarts)")
+        if calls == 3:  # sent on a connection the restart cut: never answers
+            hung.set()
+            await asyncio.Event().wait()
+        return await original(self, worker_id, n)
+
+    monkeypatch.setattr(Queue, "claim_held", outage)
+
+    def retries() -> int:
+        return sum("retrying in" in r.getMessage() for r in caplog.records)
+
+    async with app:
+        await after.defer()
+        worker = app.worker(["r"], handle_signals=False)
+        worker._db.timeout_s = 0.3
+        run = asyncio.create_task(worker.run())
+        info = app.store.queue("r").info
+        while retries() < 2:  # the second failure: paused for an hour
+            await asyncio.sleep(0.01)
+        await worker._db.call(info(), "probe")  # another call gets through: back
+        await asyncio.wait_for(hung.wait(), 60)
+        await worker._db.call(info(), "probe")  # answered while the third claim hangs
+        assert await asyncio.wait_for(run, 60) == 0
+    assert worker.counts["success"] == 1 and calls == 4
+    lines = [r.getMessage() for r in caplog.records]
+    assert [line.split("retrying in ")[1] for line in lines if "retrying in" in line] == [
+        "0.0s",
+        "3600.0s",
+        "0.0s",  # the hung claim: the database answered meanwhile, the backoff starts over
+    ]
     assert sum("database unreachable" in line for line in lines) == 1
     assert sum("database reachable again" in line for line in lines) == 1
 

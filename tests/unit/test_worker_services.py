@@ -10,7 +10,10 @@ import time
 from collections import Counter
 from typing import Any
 
+import pytest
+
 import alkstore
+from alkstore.errors import EngineError
 from alkstore.tasks import encode_call
 from alkstore.worker.cancels import _parse
 from alkstore.worker.completer import Completer
@@ -37,6 +40,51 @@ def test_a_run_names_its_task_and_says_whether_it_is_revoked() -> None:
     assert task_name(make_run(b"{not json")) == "?"
     run.state = LOST
     assert run.revoked == "lost"
+
+
+async def test_a_call_failing_after_another_answered_does_not_count_the_database_away(
+    caplog: Any,
+) -> None:
+    db = DbWaits("w", timeout_s=0.05)
+    db.start()
+    caplog.set_level(logging.WARNING, "alkstore.worker")
+    hung = asyncio.ensure_future(db.call(asyncio.Event().wait(), "hung"))
+    await asyncio.sleep(0)  # sent
+    assert await db.call(asyncio.sleep(0, "ok"), "quick") == "ok"  # answered meanwhile
+    with pytest.raises(EngineError, match=r"no answer from the database in 0\.05s"):
+        await hung
+    assert db.down_since is None and not caplog.records  # its own connection, not the database
+
+
+async def test_a_pause_while_the_database_is_away_ends_when_a_call_gets_through(
+    caplog: Any,
+) -> None:
+    db = DbWaits("w")
+    db.start()
+    caplog.set_level(logging.WARNING, "alkstore.worker")
+
+    async def refused() -> None:
+        raise EngineError("connection refused")
+
+    async def hour(seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    with pytest.raises(EngineError):
+        await db.call(refused(), "claim")
+    assert db.down_since is not None
+    paused = asyncio.ensure_future(db.until_back(hour, 3600.0))
+    await asyncio.sleep(0)
+    assert not paused.done()
+    await db.call(asyncio.sleep(0), "beat")  # the server is back: the pause ends
+    await asyncio.wait_for(paused, 10)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2 and "unreachable" in lines[0] and "reachable again" in lines[1]
+    # while the database answers, a pause is slept out (a statement failing on its own)
+    slept = asyncio.ensure_future(db.until_back(hour, 3600.0))
+    await db.call(asyncio.sleep(0), "beat")
+    await asyncio.sleep(0.01)
+    assert not slept.done()
+    slept.cancel()
 
 
 def _producer(concurrency: int, prefetch: int) -> Producer:
