@@ -38,12 +38,17 @@ if TYPE_CHECKING:
     from alkstore.worker.presence import Presence
     from alkstore.worker.protocols import WorkerApp
 
-__all__ = ["INTERRUPTED", "SUMMARY_EVERY_S", "Completer"]
+__all__ = ["INTERRUPTED", "SUMMARY_EVERY_S", "Completer", "ack_backoff_s"]
 
 log = logging.getLogger("alkstore.worker")
 
 INTERRUPTED = "interrupted: the worker stopped before the handler finished"
 SUMMARY_EVERY_S = 10.0  # the INFO summary of recorded outcomes, at most this often
+
+
+def ack_backoff_s(failures: int) -> float:
+    """The pause after ``failures`` failed tries of one ack batch: 0.2 s doubling to 2 s."""
+    return min(0.1 * 2.0**failures, 2.0)
 
 
 class Completer:
@@ -190,22 +195,26 @@ class Completer:
         # an earlier attempt; later batches wait behind this one meanwhile
         until = max(run.expires + run.handle.job.visibility_timeout_s for run in runs)
         failures = 0
+        db = self.db
         while True:
+            sent = time.monotonic()
             try:
-                return await self.db.call(
-                    self.store._ack_receipted(handles, self.worker_id, token), "ack"
-                )
+                ack = self.store._ack_receipted(handles, self.worker_id, token)
+                return await db.call(ack, "ack")
             except StoreClosedError:
                 break
             except AlkstoreError as e:
+                if db.answered_since(sent):  # its connection, not the database: no long pause
+                    failures = 0
                 failures += 1
-                pause = min(0.1 * 2**failures, 2.0)
+                pause = ack_backoff_s(failures)
                 if self.stop.forced or time.monotonic() + pause > until:
                     log.warning("ack of %d job(s) failed: %s", len(handles), e)
                     break
                 if failures == 1:
                     log.warning("ack of %d job(s) failed (%s); retrying", len(handles), e)
-                await asyncio.sleep(pause)
+                # after an outage, the retry goes as soon as another call gets through
+                await db.until_back(asyncio.sleep, pause)
         return [False] * len(handles)
 
     # -- the stop's give-backs ------------------------------------------------------------

@@ -18,6 +18,7 @@ import alkstore.consume
 from alkstore.errors import EngineError
 from alkstore.job_handle import JobHandle
 from alkstore.queue import Queue
+from alkstore.worker import completer
 from tests.acceptance.conftest import ROOT, _env, store_args
 from tests.conftest import Target
 
@@ -153,6 +154,51 @@ async def test_claims_go_again_once_the_database_answers_not_after_their_backoff
     ]
     assert sum("database unreachable" in line for line in lines) == 1
     assert sum("database reachable again" in line for line in lines) == 1
+
+
+async def test_an_ack_backed_off_while_the_database_is_away_goes_once_a_call_gets_through(
+    target: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ack batch refused twice (the server restarting) pauses an hour before its
+    third try here; another call getting through ends that pause at once."""
+    app = alkstore.App(target.url, schema=target.schema)
+
+    @app.task(queue="a", name="acked", visibility_timeout_s=7200.0)
+    async def acked() -> None:
+        pass
+
+    monkeypatch.setattr(completer, "ack_backoff_s", lambda n: 0.01 if n <= 1 else 3600.0)
+    async with app:
+        await acked.defer()
+        worker = app.worker(["a"], handle_signals=False)
+        store = await app.connect()
+        original = store._ack_receipted
+        calls = 0
+
+        async def refused_twice(handles: Any, owner: str, token: str) -> list[bool]:
+            nonlocal calls
+            calls += 1
+            if calls <= 2:
+                raise EngineError("connection refused (the server restarts)")
+            return await original(handles, owner, token)
+
+        store._ack_receipted = refused_twice  # type: ignore[method-assign]
+        run = asyncio.create_task(worker.run())
+        db = worker._db
+        for _ in range(6000):  # the second refusal: paused for an hour
+            if calls == 2 and db._back:
+                break
+            await asyncio.sleep(0.01)
+        assert calls == 2 and db._back, "the ack's pause does not wait for the database"
+        await db.call(store.queue("a").info(), "probe")  # the server is back
+        for _ in range(6000):  # a minute at most (a liveness bound): else an hour
+            if worker.counts["success"]:
+                break
+            await asyncio.sleep(0.01)
+        assert worker.counts["success"] == 1
+        worker.stop()
+        assert await asyncio.wait_for(run, 60) == 0
+    assert calls == 3 and worker.counts["success"] == 1
 
 
 def test_sigterm_while_the_worker_starts_is_a_clean_stop(target: Target) -> None:
