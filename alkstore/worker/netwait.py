@@ -15,9 +15,9 @@ The first failure after a success logs ``database unreachable`` once; the next
 success logs ``database reachable again after N s``. A call that fails after
 another call got an answer since it was sent says nothing about the database
 (its own connection was the one cut, or it was sent while the server
-restarted): it is not counted as the database being away. A claim loop backed off while the
-database was away goes again as soon as any call gets through
-(:meth:`DbWaits.until_back`), not at the end of its pause.
+restarted): it is not counted as the database being away. A claim loop or an
+ack backed off while the database was away goes again as soon as any call gets
+through (:meth:`DbWaits.until_back`), not at the end of its pause.
 """
 
 from __future__ import annotations
