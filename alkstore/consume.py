@@ -5,10 +5,11 @@ delayed job of its queues becomes due (or a claim lapses) and waits for a
 wake, that moment, the next slot of a rate limit that held a claim back
 (:meth:`ClaimLoop.held`) or the re-poll, whichever is first. A failed claim (the
 database restarted, a connection was killed, the disk is full) never ends
-the loop: it backs off (0.2 s doubling to 5 s) and claims again (the worker
-ends the pause when another call gets through, and starts the doubling over
-when one did while the claim was in flight); only a closed store ends it
-(:class:`StoreClosedError` reaches the caller).
+the loop: it backs off (0.2 s doubling to 5 s, counted from the failed try's
+start) and claims again (the worker ends the pause when another call gets
+through, and starts the doubling over when one did while the claim was in
+flight); only a closed store ends it (:class:`StoreClosedError` reaches the
+caller).
 
 ``idle`` is set while the loop waits with nothing to claim: a readiness
 signal for tests and embedders ("the consumer is now waiting").
@@ -116,17 +117,19 @@ class ClaimLoop:
 
         :class:`StoreClosedError` is not a failure: it reaches the caller, which ends.
         """
-        answered_since = self._answered_since
-        started = time.monotonic() if answered_since is not None else 0.0
+        started = time.monotonic()
         try:
             result = await op(*args)
         except StoreClosedError:
             raise
         except AlkstoreError as e:
+            answered_since = self._answered_since
             if answered_since is not None and answered_since(started):
                 self.failures = 0  # not the database's failure: no long backoff after an outage
             self.failures += 1
-            delay = backoff_s(self.failures)
+            # the backoff counts from the try's start: a claim that hung until its bound
+            # (waiting for a connection while the server restarted) has waited already
+            delay = max(backoff_s(self.failures) - (time.monotonic() - started), 0.0)
             log.warning("claim failed (%s); retrying in %.1fs", e, delay)
             await self._pause(delay)
             return None

@@ -207,7 +207,7 @@ class Completer:
                 if db.answered_since(sent):  # its connection, not the database: no long pause
                     failures = 0
                 failures += 1
-                pause = ack_backoff_s(failures)
+                pause = max(ack_backoff_s(failures) - (time.monotonic() - sent), 0.0)
                 if self.stop.forced or time.monotonic() + pause > until:
                     log.warning("ack of %d job(s) failed: %s", len(handles), e)
                     break
