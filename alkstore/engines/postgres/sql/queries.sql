@@ -228,14 +228,20 @@ WHERE d.queue = %(queue)s AND d.dedupe_key = u.k;
 
 -- fragment: claim_update
 -- The UPDATE of `claim` and `claim_lean`: the rows of `chosen` become this
--- worker's claims, returned as the engine decodes a claimed job.
+-- worker's claims, returned as the engine decodes a claimed job. The rows are
+-- named by their ids as an array (one primary-key probe each), not joined: a
+-- join is planned from the table's statistics, and a job table last analyzed
+-- nearly empty (a queue's usual state) and filled since looked like one row,
+-- so the planner walked the whole table once per chosen row (1.2 s per claim
+-- of 500 at 20,000 queued; docs/postgres.md, "Plans that do not trust the
+-- statistics"). Every statement below that updates or deletes rows picked
+-- by a CTE names them the same way.
 UPDATE {schema}.alk_jobs AS j
 SET state = 'processing',
     attempts = j.attempts + 1,
     worker_id = %(worker)s,
     claim_expires_at = {now} + make_interval(secs => j.visibility_timeout_s)
-FROM chosen
-WHERE j.id = chosen.id
+WHERE j.id = ANY(ARRAY(SELECT id FROM chosen))
 RETURNING j.id, j.queue, j.payload, j.state, j.priority, date_part('epoch', j.run_at),
           date_part('epoch', j.created_at), j.attempts, j.max_attempts,
           j.visibility_timeout_s, j.retry_base_s, date_part('epoch', j.expires_at),
@@ -425,7 +431,7 @@ WITH picked AS MATERIALIZED (
         worker_id = %(worker)s,
         claim_expires_at = {now} + make_interval(secs => j.visibility_timeout_s)
     FROM picked
-    WHERE j.id = picked.id
+    WHERE j.id = picked.id AND j.id = ANY(ARRAY(SELECT id FROM picked))
     RETURNING j.id, j.queue, j.payload, j.state, j.priority, j.run_at, j.created_at,
               j.attempts, j.max_attempts, j.visibility_timeout_s, j.retry_base_s,
               j.expires_at, j.worker_id, j.claim_expires_at, j.last_error,
@@ -698,7 +704,7 @@ WITH gate AS MATERIALIZED (
         worker_id = %(worker)s,
         claim_expires_at = {now} + make_interval(secs => j.visibility_timeout_s)
     FROM taken
-    WHERE j.id = taken.id
+    WHERE j.id = taken.id AND j.id = ANY(ARRAY(SELECT id FROM taken))
     RETURNING j.id, j.queue, j.payload, j.state, j.priority, j.run_at, j.created_at,
               j.attempts, j.max_attempts, j.visibility_timeout_s, j.retry_base_s,
               j.expires_at, j.worker_id, j.claim_expires_at, j.last_error,
@@ -886,6 +892,7 @@ USING unnest(%(ids)b::bigint[], %(attempts)b::integer[], %(queues)b::text[])
       AS f(id, attempts, queue)
 WHERE j.id = f.id AND j.queue = f.queue AND (j.state || '') = 'processing'
   AND j.attempts = f.attempts AND j.claim_expires_at >= {now}
+  AND j.id = ANY(%(ids)b::bigint[])  -- probes, whatever the statistics say
 RETURNING j.id, j.attempts;
 
 -- name: ack_receipted
@@ -907,6 +914,7 @@ WITH deleted AS (
                  %(queues)s::text::text[]) AS f(id, attempts, queue)
     WHERE j.id = f.id AND j.queue = f.queue AND (j.state || '') = 'processing'
       AND j.attempts = f.attempts AND j.claim_expires_at >= {now}
+      AND j.id = ANY(%(ids)s::text::bigint[])  -- probes, whatever the statistics say
     RETURNING j.id
 ), receipt AS (
     INSERT INTO {schema}.alk_ack_receipts AS r (owner, token, refused, at)
@@ -948,7 +956,7 @@ WITH fenced AS MATERIALIZED (
       AND attempts = %(attempts)s AND claim_expires_at >= {now}
     FOR UPDATE
 ), acked AS (
-    DELETE FROM {schema}.alk_jobs AS j USING fenced WHERE j.id = fenced.id
+    DELETE FROM {schema}.alk_jobs AS j USING fenced WHERE j.id = fenced.id AND j.id = %(id)s
     RETURNING j.id, j.queue, j.attempts
 ), kept AS (
     INSERT INTO {schema}.alk_results (id, queue, outcome, value, attempts, finished_at,
@@ -987,7 +995,7 @@ UPDATE {schema}.alk_jobs AS j
 SET state = 'pending', run_at = {now} + make_interval(secs => %(delay)s::float8),
     last_error = %(error)s::text, worker_id = NULL, claim_expires_at = NULL,
     debounce_key = NULL
-FROM fenced WHERE j.id = fenced.id;
+FROM fenced WHERE j.id = fenced.id AND j.id = %(id)s;
 
 -- name: release
 -- Fenced give-back with this attempt uncounted: a claim that never ran keeps
@@ -1003,7 +1011,7 @@ UPDATE {schema}.alk_jobs AS j
 SET state = 'pending', attempts = j.attempts - 1,
     run_at = COALESCE({now} + make_interval(secs => %(delay)s::float8), j.run_at),
     worker_id = NULL, claim_expires_at = NULL, debounce_key = NULL
-FROM fenced WHERE j.id = fenced.id;
+FROM fenced WHERE j.id = fenced.id AND j.id = %(id)s;
 
 -- name: release_many
 -- `release` of many claims of one queue in one statement (a stopping worker's
@@ -1016,13 +1024,14 @@ WITH fenced AS MATERIALIZED (
       ON j.id = f.id
     WHERE j.queue = %(queue)s AND (j.state || '') = 'processing'
       AND j.attempts = f.attempts AND j.claim_expires_at >= {now}
+      AND j.id = ANY(%(ids)s::bigint[])  -- probes, whatever the statistics say
     ORDER BY j.id
     FOR UPDATE OF j
 )
 UPDATE {schema}.alk_jobs AS j
 SET state = 'pending', attempts = j.attempts - 1,
     worker_id = NULL, claim_expires_at = NULL, debounce_key = NULL
-FROM fenced WHERE j.id = fenced.id
+WHERE j.id = ANY(ARRAY(SELECT id FROM fenced))
 RETURNING j.id;
 
 -- name: dead_letter
@@ -1035,7 +1044,7 @@ WITH fenced AS MATERIALIZED (
       AND attempts = %(attempts)s AND claim_expires_at >= {now}
     FOR UPDATE
 ), moved AS (
-    DELETE FROM {schema}.alk_jobs AS j USING fenced WHERE j.id = fenced.id
+    DELETE FROM {schema}.alk_jobs AS j USING fenced WHERE j.id = fenced.id AND j.id = %(id)s
     RETURNING j.*
 )
 INSERT INTO {schema}.alk_dead (id, queue, payload, priority, run_at, created_at, attempts,
@@ -1058,7 +1067,7 @@ WITH fenced AS MATERIALIZED (
 UPDATE {schema}.alk_jobs AS j
 SET claim_expires_at = {now} + make_interval(
         secs => COALESCE(%(extend)s::float8, j.visibility_timeout_s))
-FROM fenced WHERE j.id = fenced.id;
+FROM fenced WHERE j.id = fenced.id AND j.id = %(id)s;
 
 -- name: ack_batch
 -- Every listed row of this queue that is processing with an unexpired claim.
@@ -1164,7 +1173,8 @@ WITH waited AS MATERIALIZED (
         promoted_at = GREATEST(j.promoted_at, j.run_at)
                       + make_interval(secs => w.levels * %(aging_s)s::float8)
     FROM waited AS w
-    WHERE j.id = w.id AND j.state = 'pending' AND w.levels >= 1
+    WHERE j.id = w.id AND j.id = ANY(ARRAY(SELECT id FROM waited)) AND j.state = 'pending'
+      AND w.levels >= 1
     RETURNING 1
 )
 SELECT count(*) FROM promoted;
@@ -1797,6 +1807,7 @@ WITH deleted AS (
           AS f(id, attempts, queue)
     WHERE j.id = f.id AND j.queue = f.queue AND (j.state || '') = 'processing'
       AND j.attempts = f.attempts AND j.claim_expires_at >= {now}
+      AND j.id = ANY(%(ids)b::bigint[])  -- probes, whatever the statistics say
     RETURNING j.id
 ), receipt AS (
     INSERT INTO {schema}.alk_ack_receipts AS r (owner, token, refused, at)
