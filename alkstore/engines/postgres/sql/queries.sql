@@ -234,8 +234,9 @@ WHERE d.queue = %(queue)s AND d.dedupe_key = u.k;
 -- nearly empty (a queue's usual state) and filled since looked like one row,
 -- so the planner walked the whole table once per chosen row (1.2 s per claim
 -- of 500 at 20,000 queued; docs/postgres.md, "Plans that do not trust the
--- statistics"). Every statement below that updates or deletes rows picked
--- by a CTE names them the same way.
+-- statistics"). The other statements that update or delete rows picked by a
+-- CTE name them the same way, or beside the join (the acks' join stays:
+-- there an array made the fresh-store plan worse).
 UPDATE {schema}.alk_jobs AS j
 SET state = 'processing',
     attempts = j.attempts + 1,
@@ -892,7 +893,6 @@ USING unnest(%(ids)b::bigint[], %(attempts)b::integer[], %(queues)b::text[])
       AS f(id, attempts, queue)
 WHERE j.id = f.id AND j.queue = f.queue AND (j.state || '') = 'processing'
   AND j.attempts = f.attempts AND j.claim_expires_at >= {now}
-  AND j.id = ANY(%(ids)b::bigint[])  -- probes, whatever the statistics say
 RETURNING j.id, j.attempts;
 
 -- name: ack_receipted
@@ -914,7 +914,6 @@ WITH deleted AS (
                  %(queues)s::text::text[]) AS f(id, attempts, queue)
     WHERE j.id = f.id AND j.queue = f.queue AND (j.state || '') = 'processing'
       AND j.attempts = f.attempts AND j.claim_expires_at >= {now}
-      AND j.id = ANY(%(ids)s::text::bigint[])  -- probes, whatever the statistics say
     RETURNING j.id
 ), receipt AS (
     INSERT INTO {schema}.alk_ack_receipts AS r (owner, token, refused, at)
@@ -1024,7 +1023,6 @@ WITH fenced AS MATERIALIZED (
       ON j.id = f.id
     WHERE j.queue = %(queue)s AND (j.state || '') = 'processing'
       AND j.attempts = f.attempts AND j.claim_expires_at >= {now}
-      AND j.id = ANY(%(ids)s::bigint[])  -- probes, whatever the statistics say
     ORDER BY j.id
     FOR UPDATE OF j
 )
@@ -1807,7 +1805,6 @@ WITH deleted AS (
           AS f(id, attempts, queue)
     WHERE j.id = f.id AND j.queue = f.queue AND (j.state || '') = 'processing'
       AND j.attempts = f.attempts AND j.claim_expires_at >= {now}
-      AND j.id = ANY(%(ids)b::bigint[])  -- probes, whatever the statistics say
     RETURNING j.id
 ), receipt AS (
     INSERT INTO {schema}.alk_ack_receipts AS r (owner, token, refused, at)
