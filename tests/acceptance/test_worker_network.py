@@ -28,6 +28,31 @@ async def _hang(self: JobHandle, *args: Any, **kwargs: Any) -> bool:
     return True
 
 
+async def _no_answer() -> None:
+    await asyncio.Event().wait()  # a statement on a dead connection
+
+
+async def _refuse() -> None:
+    raise EngineError("connection refused (the server restarts)")
+
+
+class _FailingAcks:
+    """The store's receipted ack with its first ``tries`` tries failed by ``fail``
+    (a hang: no answer ever; or a refusal); ``calls`` counts every try."""
+
+    def __init__(self, store: Any, tries: int, fail: Any) -> None:
+        self.calls = 0
+        original = store._ack_receipted
+
+        async def ack(handles: Any, owner: str, token: str) -> list[bool]:
+            self.calls += 1
+            if self.calls <= tries:
+                await fail()
+            return await original(handles, owner, token)
+
+        store._ack_receipted = ack
+
+
 async def test_a_handler_whose_claim_lapses_by_the_worker_clock_is_stopped_before_it(
     target: Target, monkeypatch: pytest.MonkeyPatch, caplog: Any
 ) -> None:
@@ -78,20 +103,9 @@ async def test_a_hung_ack_gives_up_logs_unreachable_then_reachable(
         await quick.defer()
         worker = app.worker(["m"], handle_signals=False)
         worker._db.timeout_s = 0.2
-        store = await app.connect()
-        original = store._ack_receipted
-        calls = 0
-
-        async def hang_once(handles: Any, owner: str, token: str) -> list[bool]:
-            nonlocal calls
-            calls += 1
-            if calls == 1:
-                await asyncio.Event().wait()
-            return await original(handles, owner, token)
-
-        store._ack_receipted = hang_once  # type: ignore[method-assign]
+        acks = _FailingAcks(await app.connect(), 1, _no_answer)
         assert await worker.run() == 0
-    assert calls == 2 and worker.counts["success"] == 1
+    assert acks.calls == 2 and worker.counts["success"] == 1
     lines = [r.getMessage() for r in caplog.records]
     assert sum("ack of 1 job(s) failed (no answer from the database" in x for x in lines) == 1
     away = sum("database unreachable" in line for line in lines)
@@ -207,24 +221,14 @@ async def test_an_ack_backed_off_while_the_database_is_away_goes_once_a_call_get
         await acked.defer()
         worker = app.worker(["a"], handle_signals=False)
         store = await app.connect()
-        original = store._ack_receipted
-        calls = 0
-
-        async def refused_twice(handles: Any, owner: str, token: str) -> list[bool]:
-            nonlocal calls
-            calls += 1
-            if calls <= 2:
-                raise EngineError("connection refused (the server restarts)")
-            return await original(handles, owner, token)
-
-        store._ack_receipted = refused_twice  # type: ignore[method-assign]
+        acks = _FailingAcks(store, 2, _refuse)
         run = asyncio.create_task(worker.run())
         db = worker._db
         for _ in range(6000):  # the second refusal: paused for an hour
-            if (calls == 2 and db._back) or calls > 2:  # (or ended by the worker's own call)
+            if (acks.calls == 2 and db._back) or acks.calls > 2:  # (or a worker call ended it)
                 break
             await asyncio.sleep(0.01)
-        assert db._back or calls > 2, "the ack's pause does not wait for the database"
+        assert db._back or acks.calls > 2, "the ack's pause does not wait for the database"
         await db.call(store.queue("a").info(), "probe")  # the server is back
         for _ in range(6000):  # a minute at most (a liveness bound): else an hour
             if worker.counts["success"]:
@@ -233,7 +237,7 @@ async def test_an_ack_backed_off_while_the_database_is_away_goes_once_a_call_get
         assert worker.counts["success"] == 1
         worker.stop()
         assert await asyncio.wait_for(run, 60) == 0
-    assert calls == 3 and worker.counts["success"] == 1
+    assert acks.calls == 3 and worker.counts["success"] == 1
 
 
 def test_sigterm_while_the_worker_starts_is_a_clean_stop(target: Target) -> None:
