@@ -211,6 +211,12 @@ class JobHandle:
         job = self.job
         return await engine.heartbeat(self._queue.name, job.id, job.attempts, extend_s)
 
+    async def _gone(self) -> bool:
+        """Whether the job has no row left, live or dead. After a fenced call refused
+        while this claim was unexpired, nobody else could claim it: a job gone then was
+        deleted under the claim (cancelled)."""
+        return await engine_of(self._queue._store).find_job(self.job.id) is None
+
     @property
     def consumed(self) -> bool:
         """Whether ``ack``, ``retry``, ``fail`` or ``snooze`` already ran."""

@@ -5,7 +5,8 @@ of its visibility timeout has passed since its claim or last beat (on a
 poll-only store at least every ``poll_interval_s``, so a refused beat stops a
 cancelled or reclaimed handler soon). Beats go out in the background: a beat
 waiting on a dead connection holds up nothing. A refused beat means the claim
-is no longer ours: the handler is stopped (``revoke``), no outcome is written.
+is no longer ours: the handler is stopped (``revoke``), no outcome is written;
+it counts as cancelled when the job has no row left (deleted under the claim).
 A claim whose deadline by the worker's own clock is a margin away is stopped
 the same way: a worker cut off from the database gets no refusal, and the
 others reclaim its jobs at their deadline. It writes no outcome and never
@@ -102,6 +103,7 @@ class Heartbeats:
             results = await self.db.call(self._heartbeats(due), "heartbeat")
         except AlkstoreError as e:
             results = [e] * len(due)
+        refused: list[Run] = []
         for run, result in zip(due, results, strict=True):
             run.beating = False
             vt = run.handle.job.visibility_timeout_s
@@ -110,18 +112,38 @@ class Heartbeats:
                 run.expires = sent + vt
             elif result is False:
                 if run.state in LIVE:
-                    job = run.handle.job
-                    log.warning(
-                        "job %d (queue %s): heartbeat refused; the claim lapsed or "
-                        "the job was cancelled: stopping it, no outcome is recorded",
-                        job.id,
-                        job.queue,
-                    )
-                    self.revoke(run, "lost")
+                    refused.append(run)
             else:  # the database hiccuped: beat again soon
                 log.debug("heartbeat of job %d failed: %s", run.handle.job.id, result)
                 run.next_beat = time.monotonic() + min(0.25, vt / 10)
+        for run in refused:
+            await self._refused(run, sent)
         self.changed.set()
+
+    async def _refused(self, run: Run, sent: float) -> None:
+        """Stop a run whose beat was refused, named by what the database did: a job
+        with no row left while the claim was unexpired was cancelled (its announcement
+        may come after the refusal, or never on a poll-only store), else the claim
+        lapsed or was taken."""
+        why = "lost"
+        if sent < run.expires:  # nobody else could have claimed it meanwhile
+            try:
+                if await self.db.call(run.handle._gone(), "heartbeat"):
+                    why = "cancelled"
+            except AlkstoreError as e:
+                log.debug(
+                    "job %d: could not look up why its beat was refused: %s", run.handle.job.id, e
+                )
+        if run.state not in LIVE:  # the announcement came first
+            return
+        job = run.handle.job
+        log.warning(
+            "job %d (queue %s): heartbeat refused; %s: stopping it, no outcome is recorded",
+            job.id,
+            job.queue,
+            "the job was cancelled" if why == "cancelled" else "the claim lapsed or was taken",
+        )
+        self.revoke(run, why)
 
     @staticmethod
     async def _heartbeats(due: list[Run]) -> list[Any]:
