@@ -44,6 +44,13 @@ log = logging.getLogger("alkstore.postgres")
 
 Conn = psycopg.AsyncConnection[TupleRow]
 POOL_CLOSE_WAIT_S = 1.0
+# psycopg_pool retries a lost connection on a doubling backoff (1, 2, 4 … s) for
+# its reconnect_timeout (5 min by default), and while those tries are scheduled no
+# request opens another: after an outage the pool came back up to an outage later
+# (a 40-s outage: its next try ~23 s after the server was back), and with it the
+# heartbeats. Tries given up after this long let the next request start a new one
+# at once, so the pool is back within a try's gap (≤ 2 s) of the server.
+POOL_RECONNECT_S = 5.0
 SPARE_S = 5.0  # the open's own connection waits this long for a kept connection to adopt it
 
 
@@ -402,6 +409,7 @@ class PostgresConnections:
             min_size=settings.pool_min,
             max_size=settings.pool_max,
             timeout=settings.pool_timeout_s,
+            reconnect_timeout=POOL_RECONNECT_S,
             configure=self._configure,
             open=False,
             name=f"alkstore-{self.schema}",
