@@ -643,11 +643,16 @@ WITH gate AS MATERIALIZED (
 ), chosen AS MATERIALIZED (
     SELECT key, id, tag FROM heads ORDER BY tag, rank, id LIMIT %(n)s
 ), picked AS MATERIALIZED (
-    SELECT j.id, j.state AS was, ch.key, ch.tag
-    FROM {schema}.alk_jobs AS j JOIN chosen AS ch ON ch.id = j.id
-    WHERE j.queue = %(queue)s
-      AND (j.state = 'pending' OR (j.claim_expires_at < {now} AND j.attempts < j.max_attempts))
-    FOR UPDATE OF j SKIP LOCKED
+    -- a primary-key probe per chosen head, whatever the statistics say (a join
+    -- of the two was planned as a walk of alk_jobs per head when the table had
+    -- been analyzed empty)
+    SELECT j.id, j.was, ch.key, ch.tag
+    FROM chosen AS ch CROSS JOIN LATERAL (
+        SELECT id, state AS was FROM {schema}.alk_jobs
+        WHERE id = ch.id AND queue = %(queue)s
+          AND (state = 'pending' OR (claim_expires_at < {now} AND attempts < max_attempts))
+        FOR UPDATE SKIP LOCKED
+    ) AS j
 ), quiet AS MATERIALIZED (
     SELECT f.key, f.vtime,
            EXISTS (SELECT 1 FROM {schema}.alk_jobs AS j
