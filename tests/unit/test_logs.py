@@ -9,7 +9,13 @@ import time
 from hypothesis import given
 from hypothesis import strategies as st
 
-from alkstore.cli.logs import FLUSH_LINES, TEXT_FORMAT, BatchingStreamHandler, TextFormatter
+from alkstore.cli.logs import (
+    FLUSH_LINES,
+    TEXT_FORMAT,
+    BatchingStreamHandler,
+    PoolRetriesFilter,
+    TextFormatter,
+)
 
 
 def _logger(stream: io.StringIO) -> tuple[logging.Logger, BatchingStreamHandler]:
@@ -77,3 +83,22 @@ def test_the_text_formatters_cached_time_is_the_standard_one(created: float, rep
         record.created = created + offset * 0.4
         record.msecs = int((record.created - int(record.created)) * 1000) + 0.0
         assert cached.format(record) == standard.format(record)
+
+
+def test_the_pools_reconnect_tries_are_shown_once_a_minute_and_everything_else_always() -> None:
+    pool_filter = PoolRetriesFilter(window_s=60.0)
+
+    def record(name: str, msg: str, at: float) -> logging.LogRecord:
+        rec = logging.LogRecord(name, logging.WARNING, __file__, 1, msg, ("p", "e"), None)
+        rec.created = at
+        return rec
+
+    shown = [
+        pool_filter.filter(record("psycopg.pool", "error connecting in %r: %s", at))
+        for at in (0.0, 1.0, 3.0, 59.0, 61.0)
+    ]
+    assert shown == [True, False, False, False, True]  # the first of each minute
+    tried = record("psycopg.pool", "reconnection attempt in pool %r failed after %s sec", 62.0)
+    assert not pool_filter.filter(tried)
+    assert pool_filter.filter(record("psycopg.pool", "discarding broken connection: %s", 62.0))
+    assert pool_filter.filter(record("alkstore.worker", "error connecting in %r: %s", 62.0))

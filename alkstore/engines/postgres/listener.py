@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -150,7 +151,8 @@ class Listener:
     # -- the connection's side ---------------------------------------------------------
     async def _run(self) -> None:
         pause = _RETRY_FIRST_S
-        lost = False
+        lost_at: float | None = None  # when the connection was lost (monotonic)
+        tries = 0
         while not self._stopping:
             conn = None
             try:
@@ -160,18 +162,27 @@ class Listener:
                 self._held = set()
                 await self._apply(conn)
                 self.connected.set()
-                if lost:
+                if lost_at is not None:
                     self.reconnects += 1
                     self._sink(())  # notes sent while we were away are gone: re-poll
-                lost = False
+                    log.warning(
+                        "alkstore: LISTEN connection back after %.1fs (%d failed tries)",
+                        time.monotonic() - lost_at,
+                        tries,
+                    )
+                lost_at, tries = None, 0
                 pause = _RETRY_FIRST_S
                 await self._serve(conn)
             except (psycopg.Error, OSError) as e:
                 if self._stopping:
                     return
-                log.warning("alkstore: LISTEN connection lost, reconnecting: %s", e)
+                if lost_at is None:  # once per outage; each failed try at DEBUG
+                    log.warning("alkstore: LISTEN connection lost, reconnecting: %s", e)
+                    lost_at = time.monotonic()
+                else:
+                    tries += 1
+                    log.debug("alkstore: LISTEN reconnect failed: %s", e)
                 self.connected.clear()
-                lost = True
                 self._release_waiters()  # nobody waits on a dead connection
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, _RETRY_MAX_S)
