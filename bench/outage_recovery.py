@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import glob
 import importlib.util
 import os
 import shutil
@@ -39,14 +38,9 @@ import psycopg
 
 import alkstore
 
-PORT = 55433
-PG_USER = "postgres"  # the server refuses to run as root
-BINDIR = (
-    sorted(glob.glob("/usr/lib/postgresql/*/bin"))[-1]
-    if glob.glob("/usr/lib/postgresql/*/bin")
-    else ""
-)
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # scratch_pg: the scratch server the tests use too
+from scratch_pg import ScratchServer, server_bindir  # type: ignore[import-not-found]  # noqa: E402
 
 APP = """
 import asyncio
@@ -65,45 +59,6 @@ async def hold(seconds: float) -> None:
 async def mark() -> None:
     pass
 """
-
-
-def _as_pg(*cmd: str) -> subprocess.CompletedProcess[str]:
-    prefix = ["runuser", "-u", PG_USER, "--"] if os.geteuid() == 0 else []
-    return subprocess.run([*prefix, *cmd], check=True, capture_output=True, text=True)
-
-
-class Server:
-    """A scratch PostgreSQL on 127.0.0.1:PORT."""
-
-    def __init__(self, home: Path) -> None:
-        self.data = home / "pg"
-        self.data.mkdir()
-        if os.geteuid() == 0:
-            shutil.chown(home, PG_USER)
-            shutil.chown(self.data, PG_USER)
-        _as_pg(f"{BINDIR}/initdb", "-D", str(self.data), "-U", "alk", "--auth=trust", "--no-sync")
-        with open(self.data / "postgresql.conf", "a") as conf:
-            conf.write(
-                f"listen_addresses = '127.0.0.1'\nport = {PORT}\n"
-                f"unix_socket_directories = '{self.data}'\nmax_connections = 100\n"
-            )
-        self.url = f"postgresql://alk@127.0.0.1:{PORT}/postgres"
-
-    def start(self) -> None:
-        _as_pg(
-            f"{BINDIR}/pg_ctl", "-D", str(self.data), "-l", str(self.data / "log"), "-w", "start"
-        )
-
-    def stop(self, mode: str = "fast") -> None:
-        _as_pg(f"{BINDIR}/pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
-
-    def remove(self) -> None:
-        if (self.data / "postmaster.pid").exists():
-            subprocess.run(
-                ["runuser", "-u", PG_USER, "--", f"{BINDIR}/pg_ctl", "-D", str(self.data),
-                 "-m", "immediate", "-w", "stop"],
-                capture_output=True, check=False,
-            )  # fmt: skip
 
 
 def _deadlines(url: str, ids: list[int]) -> dict[int, float]:
@@ -135,10 +90,12 @@ def _pending(url: str, job_id: int) -> bool:
         return bool(row.fetchone()[0])  # type: ignore[index]
 
 
-def one_run(home: Path, outage_s: float, logs: Path | None) -> tuple[float, float, int]:
+def one_run(
+    bindir: str, home: Path, outage_s: float, logs: Path | None
+) -> tuple[float, float, int]:
     """(ready → first heartbeat landed, ready → a new job done, jobs stopped locally)."""
     vt = outage_s + 30.0  # the held claims outlast the outage
-    server = Server(home)
+    server = ScratchServer(bindir)
     server.start()
     (home / "outage_app.py").write_text(textwrap.dedent(APP.format(vt=vt)))
     os.environ["ALKSTORE_URL"] = server.url
@@ -198,7 +155,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--logs", type=Path, help="keep each run's worker log here")
     args = parser.parse_args()
-    if not BINDIR:
+    bindir = server_bindir()
+    if bindir is None:
         raise SystemExit("needs PostgreSQL's server binaries in /usr/lib/postgresql/*/bin")
     print("| outage | ready → first heartbeat (s) | ready → new job done (s) | stopped locally |")
     print("|---|---|---|---|")
@@ -206,7 +164,7 @@ def main() -> None:
         beats, starts, stops = [], [], 0
         for _ in range(args.runs):
             with tempfile.TemporaryDirectory(prefix="alk-outage-") as d:
-                b, s, k = one_run(Path(d), outage, args.logs)
+                b, s, k = one_run(bindir, Path(d), outage, args.logs)
             beats.append(b)
             starts.append(s)
             stops += k
