@@ -116,8 +116,8 @@ class Heartbeats:
             else:  # the database hiccuped: beat again soon
                 log.debug("heartbeat of job %d failed: %s", run.handle.job.id, result)
                 run.next_beat = time.monotonic() + min(0.25, vt / 10)
-        for run in refused:
-            await self._refused(run, sent)
+        if refused:  # each looked up at once (after an outage they come together)
+            await asyncio.gather(*(self._refused(run, sent) for run in refused))
         self.changed.set()
 
     async def _refused(self, run: Run, sent: float) -> None:
