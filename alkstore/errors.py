@@ -75,7 +75,15 @@ class DependencyError(InvalidArgumentError):
 
 
 class EngineError(AlkstoreError):
-    """The database failed; the driver's exception is on ``__cause__``."""
+    """The database failed; the driver's exception is on ``__cause__``.
+
+    ``connection_ended``: the server ended this operation's connection (its shutdown,
+    or the backend terminated): that says nothing of whether the database answers
+    now, which the next operation, on another connection, finds out."""
+
+    def __init__(self, message: str, *, connection_ended: bool = False) -> None:
+        super().__init__(message)
+        self.connection_ended = connection_ended
 
 
 class JobDeadError(AlkstoreError):

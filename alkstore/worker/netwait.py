@@ -166,8 +166,12 @@ class DbWaits:
     def failed(self, error: BaseException, started: float | None = None) -> None:
         """A database call (sent at ``started``) failed: log the first failure of a run
         of them. Not when another call got an answer since it was sent: then the
-        database answers, and this call's connection was the one at fault."""
+        database answers, and this call's connection was the one at fault; nor when
+        the server ended that connection (``EngineError.connection_ended``: a stale
+        connection after a restart, a terminated backend): the next call decides."""
         if started is not None and self.last_ok > started:
+            return
+        if getattr(error, "connection_ended", False):  # its connection, not the database
             return
         if self.down_since is None:
             self.down_since = time.monotonic()

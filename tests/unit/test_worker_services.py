@@ -56,6 +56,30 @@ async def test_a_call_failing_after_another_answered_does_not_count_the_database
     assert db.down_since is None and not caplog.records  # its own connection, not the database
 
 
+async def test_a_call_whose_connection_the_server_ended_does_not_count_the_database_away(
+    caplog: Any,
+) -> None:
+    """After a restart, the first statement on a connection opened before it reads the
+    server's goodbye (57P01): the database answers, that connection is gone."""
+    db = DbWaits("w")
+    db.start()
+    caplog.set_level(logging.WARNING, "alkstore.worker")
+
+    async def ended() -> None:
+        raise EngineError("terminating connection", connection_ended=True)
+
+    with pytest.raises(EngineError):
+        await db.call(ended(), "ack")
+    assert db.down_since is None and not caplog.records
+
+    async def refused() -> None:
+        raise EngineError("connection refused")
+
+    with pytest.raises(EngineError):
+        await db.call(refused(), "ack")  # the next call decides
+    assert db.down_since is not None
+
+
 async def test_a_pause_while_the_database_is_away_ends_when_a_call_gets_through(
     caplog: Any,
 ) -> None:

@@ -44,6 +44,10 @@ log = logging.getLogger("alkstore.postgres")
 
 Conn = psycopg.AsyncConnection[TupleRow]
 POOL_CLOSE_WAIT_S = 1.0
+# the server's goodbye on a connection it ends (SQLSTATE 57P01: a shutdown or
+# pg_terminate_backend; 57P02: another backend crashed): read by the next statement
+# sent on it, which after a restart can be the first one after the server is back
+ENDED_BY_SERVER = (psycopg.errors.AdminShutdown, psycopg.errors.CrashShutdown)
 # psycopg_pool retries a lost connection on a doubling backoff (1, 2, 4 … s) for
 # its reconnect_timeout (5 min by default), and while those tries are scheduled no
 # request opens another: after an outage the pool came back up to an outage later
@@ -183,7 +187,8 @@ class PostgresConnections:
         ):
             await self._check_pool()
         return EngineError(
-            f"PostgreSQL error in {what} (schema {self.schema!r}): {error}{privilege_hint(error)}"
+            f"PostgreSQL error in {what} (schema {self.schema!r}): {error}{privilege_hint(error)}",
+            connection_ended=isinstance(error, ENDED_BY_SERVER),
         )
 
     async def _check_pool(self) -> None:
