@@ -14,7 +14,6 @@ __all__ = [
     "LOG_FORMATS",
     "BatchingStreamHandler",
     "JsonFormatter",
-    "PoolRetriesFilter",
     "TextFormatter",
     "setup_logging",
 ]
@@ -123,31 +122,6 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str, ensure_ascii=False)
 
 
-class PoolRetriesFilter(logging.Filter):
-    """psycopg_pool's warning of each failed reconnect try, at most once per
-    ``window_s``: an outage gave ~40 of them in 30 s. The worker says once that the
-    database is unreachable and once that it is back; the first try's warning still
-    shows libpq's reason (a refused password reads differently from a stopped
-    server)."""
-
-    RETRY_PREFIXES = ("error connecting in", "reconnection attempt in pool")
-
-    def __init__(self, window_s: float = 60.0) -> None:
-        super().__init__()
-        self.window_s = window_s
-        self._shown_at: float | None = None
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.name != "psycopg.pool" or not isinstance(record.msg, str):
-            return True
-        if not record.msg.startswith(self.RETRY_PREFIXES):
-            return True
-        if self._shown_at is not None and record.created - self._shown_at < self.window_s:
-            return False
-        self._shown_at = record.created
-        return True
-
-
 def setup_logging(level: str, log_format: str) -> None:
     """Send every record to stderr in ``log_format`` at ``level``."""
     handler = BatchingStreamHandler(sys.stderr)
@@ -155,8 +129,6 @@ def setup_logging(level: str, log_format: str) -> None:
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(TextFormatter())
-    if level.upper() != "DEBUG":
-        handler.addFilter(PoolRetriesFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -9,13 +9,8 @@ import time
 from hypothesis import given
 from hypothesis import strategies as st
 
-from alkstore.cli.logs import (
-    FLUSH_LINES,
-    TEXT_FORMAT,
-    BatchingStreamHandler,
-    PoolRetriesFilter,
-    TextFormatter,
-)
+from alkstore.cli.logs import FLUSH_LINES, TEXT_FORMAT, BatchingStreamHandler, TextFormatter
+from alkstore.engines.postgres.pool_log import PoolRetriesFilter
 
 
 def _logger(stream: io.StringIO) -> tuple[logging.Logger, BatchingStreamHandler]:
@@ -88,17 +83,23 @@ def test_the_text_formatters_cached_time_is_the_standard_one(created: float, rep
 def test_the_pools_reconnect_tries_are_shown_once_a_minute_and_everything_else_always() -> None:
     pool_filter = PoolRetriesFilter(window_s=60.0)
 
-    def record(name: str, msg: str, at: float) -> logging.LogRecord:
-        rec = logging.LogRecord(name, logging.WARNING, __file__, 1, msg, ("p", "e"), None)
+    def record(msg: str, pool: str, at: float, level: int = logging.WARNING) -> logging.LogRecord:
+        rec = logging.LogRecord("psycopg.pool", level, __file__, 1, msg, (pool, "e"), None)
         rec.created = at
         return rec
 
-    shown = [
-        pool_filter.filter(record("psycopg.pool", "error connecting in %r: %s", at))
-        for at in (0.0, 1.0, 3.0, 59.0, 61.0)
-    ]
+    tried = "error connecting in %r: %s"
+    shown = [pool_filter.filter(record(tried, "alkstore-s", at)) for at in (0, 1, 3, 59, 61)]
     assert shown == [True, False, False, False, True]  # the first of each minute
-    tried = record("psycopg.pool", "reconnection attempt in pool %r failed after %s sec", 62.0)
-    assert not pool_filter.filter(tried)
-    assert pool_filter.filter(record("psycopg.pool", "discarding broken connection: %s", 62.0))
-    assert pool_filter.filter(record("alkstore.worker", "error connecting in %r: %s", 62.0))
+    given_up = "reconnection attempt in pool %r failed after %s sec"
+    assert not pool_filter.filter(record(given_up, "alkstore-s", 62.0))
+    assert pool_filter.filter(record(tried, "alkstore-other", 62.0))  # per pool
+    assert pool_filter.filter(record(tried, "the-apps-own-pool", 62.0))  # not ours
+    assert pool_filter.filter(record("discarding broken connection: %s", "x", 62.0))
+    logger = logging.getLogger("psycopg.pool")
+    before = logger.level
+    logger.setLevel(logging.DEBUG)
+    try:
+        assert pool_filter.filter(record(tried, "alkstore-s", 63.0))  # debugging: all of them
+    finally:
+        logger.setLevel(before)

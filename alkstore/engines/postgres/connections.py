@@ -26,6 +26,7 @@ import psycopg
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from alkstore.engines.postgres import pool_log
 from alkstore.engines.postgres.kept import KeptConnection
 from alkstore.engines.postgres.listener import Listener
 from alkstore.engines.postgres.migrator import (
@@ -407,6 +408,7 @@ class PostgresConnections:
         self._waker = Waker(self._wake_connection, self.q["wake"], self.settings.wake_coalesce_s)
 
     def _new_pool(self) -> AsyncConnectionPool[Conn]:
+        pool_log.install()  # its reconnect tries' warnings at most once a minute
         settings = self.settings
         return AsyncConnectionPool(
             settings.conninfo,
