@@ -7,8 +7,9 @@ wake, that moment, the next slot of a rate limit that held a claim back
 database restarted, a connection was killed, the disk is full) never ends
 the loop: it backs off (0.2 s doubling to 5 s, counted from the failed try's
 start) and claims again (the worker ends the pause when another call gets
-through, and starts the doubling over when one did while the claim was in
-flight); only a closed store ends it (:class:`StoreClosedError` reaches the
+through, and starts the doubling over when the claim failed on its own
+connection: another call got through while it was in flight, or the server had
+ended that connection); only a closed store ends it (:class:`StoreClosedError` reaches the
 caller).
 
 ``idle`` is set while the loop waits with nothing to claim: a readiness
@@ -72,7 +73,7 @@ class ClaimLoop:
         *,
         pause: Callable[[float], Awaitable[None]] | None = None,
         release_all: Callable[[list[ClaimedJob]], Awaitable[list[bool]]] | None = None,
-        answered_since: Callable[[float], bool] | None = None,
+        own_fault: Callable[[BaseException, float], bool] | None = None,
     ) -> None:
         self.queues = queues
         self._release_all = release_all  # many given back in one statement, if it can
@@ -82,9 +83,9 @@ class ClaimLoop:
         self.idle = asyncio.Event()
         self._hold_s: float | None = None  # a rate limit's next slot, from the last claims
         self._pause = pause or self._pause_unless_closed
-        # whether another database call got an answer since a moment: a claim that
-        # failed after that failed on its own connection, the database answers
-        self._answered_since = answered_since
+        # whether a claim (sent at a moment) failed on its own connection, which says
+        # nothing of the database (``DbWaits.own_fault``)
+        self._own_fault = own_fault
         self.ahead: deque[ClaimedJob] = deque()  # claimed, not yet handed out
 
     async def give_back(self) -> int:
@@ -123,8 +124,8 @@ class ClaimLoop:
         except StoreClosedError:
             raise
         except AlkstoreError as e:
-            answered_since = self._answered_since
-            if answered_since is not None and answered_since(started):
+            own_fault = self._own_fault
+            if own_fault is not None and own_fault(e, started):
                 self.failures = 0  # not the database's failure: no long backoff after an outage
             self.failures += 1
             # the backoff counts from the try's start: a claim that hung until its bound

@@ -204,7 +204,7 @@ class Completer:
             except StoreClosedError:
                 break
             except AlkstoreError as e:
-                if db.answered_since(sent):  # its connection, not the database: no long pause
+                if db.own_fault(e, sent):  # its connection, not the database: no long pause
                     failures = 0
                 failures += 1
                 pause = max(ack_backoff_s(failures) - (time.monotonic() - sent), 0.0)

@@ -159,19 +159,19 @@ class DbWaits:
         self.answered()
         return result
 
-    def answered_since(self, moment: float) -> bool:
-        """Whether a call got an answer after ``moment`` (``time.monotonic()``)."""
-        return self.last_ok > moment
+    def own_fault(self, error: BaseException, started: float | None) -> bool:
+        """Whether a call (sent at ``started``) failed on its own connection, which says
+        nothing of the database: another call got an answer since it was sent, or the
+        server ended that connection (``EngineError.connection_ended``: a connection
+        left from before a restart, a terminated backend). The next call decides."""
+        if started is not None and self.last_ok > started:
+            return True
+        return isinstance(error, EngineError) and error.connection_ended
 
     def failed(self, error: BaseException, started: float | None = None) -> None:
         """A database call (sent at ``started``) failed: log the first failure of a run
-        of them. Not when another call got an answer since it was sent: then the
-        database answers, and this call's connection was the one at fault; nor when
-        the server ended that connection (``EngineError.connection_ended``: a stale
-        connection after a restart, a terminated backend): the next call decides."""
-        if started is not None and self.last_ok > started:
-            return
-        if getattr(error, "connection_ended", False):  # its connection, not the database
+        of them, unless it failed on its own connection (:meth:`own_fault`)."""
+        if self.own_fault(error, started):
             return
         if self.down_since is None:
             self.down_since = time.monotonic()

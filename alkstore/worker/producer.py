@@ -180,7 +180,7 @@ class Producer:
             sub,
             self.poll_interval_s,
             pause=lambda seconds: db.until_back(pause, seconds),
-            answered_since=db.answered_since,
+            own_fault=db.own_fault,
         )
         store._loops.add(loop)
         turn = 0

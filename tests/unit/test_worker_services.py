@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import alkstore
+from alkstore.consume import ClaimLoop
 from alkstore.errors import EngineError
 from alkstore.tasks import encode_call
 from alkstore.worker.cancels import _parse
@@ -314,3 +315,24 @@ def test_an_ack_batch_holds_one_run_per_job(caplog: Any) -> None:
     assert completer._one_run_per_job([first, again, other]) == [first, other]
     assert held == {first, other} and counts == Counter({"lost": 1})
     assert "job 7: claimed twice at once (attempt 1); acked once" in caplog.text
+
+
+async def test_a_claim_on_a_connection_the_server_ended_backs_off_from_the_start() -> None:
+    """After an outage the claim loop's doubling stands at its 5-s cap; a claim that
+    then fails because the server ended its connection (not because the database is
+    away) starts the doubling over instead of sleeping 5 s."""
+    db = DbWaits("w")
+    db.start()
+    pauses: list[float] = []
+
+    async def pause(seconds: float) -> None:
+        pauses.append(seconds)
+
+    loop = ClaimLoop([], None, 1.0, pause=pause, own_fault=db.own_fault)  # type: ignore[arg-type]
+    loop.failures = 10
+
+    async def ended() -> None:
+        raise EngineError("terminating connection", connection_ended=True)
+
+    assert await loop.attempt(ended) is None
+    assert loop.failures == 1 and pauses and pauses[0] <= 0.2
