@@ -35,6 +35,7 @@ import textwrap
 import time
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import psycopg
 
@@ -63,13 +64,15 @@ async def mark() -> None:
 """
 
 
-def _deadlines(url: str, ids: list[int]) -> dict[int, float]:
-    with psycopg.connect(url, connect_timeout=2) as conn:
-        rows = conn.execute(
-            "SELECT id, extract(epoch FROM claim_expires_at)::float8 FROM alkstore.alk_jobs"
-            " WHERE id = ANY(%s)",
-            (ids,),
-        ).fetchall()
+Conn = psycopg.Connection[tuple[Any, ...]]
+
+
+def _deadlines(conn: Conn, ids: list[int]) -> dict[int, float]:
+    rows = conn.execute(
+        "SELECT id, extract(epoch FROM claim_expires_at)::float8 FROM alkstore.alk_jobs"
+        " WHERE id = ANY(%s)",
+        (ids,),
+    ).fetchall()
     return {r[0]: r[1] for r in rows if r[1] is not None}
 
 
@@ -86,10 +89,9 @@ async def _defer(app_module: ModuleType, task: str, n: int, **kw: object) -> lis
         return [(await getattr(app_module, task).defer(**kw)).id for _ in range(n)]
 
 
-def _pending(url: str, job_id: int) -> bool:
-    with psycopg.connect(url, connect_timeout=2) as conn:
-        row = conn.execute("SELECT count(*) FROM alkstore.alk_jobs WHERE id = %s", (job_id,))
-        return bool(row.fetchone()[0])  # type: ignore[index]
+def _pending(conn: Conn, job_id: int) -> bool:
+    row = conn.execute("SELECT count(*) FROM alkstore.alk_jobs WHERE id = %s", (job_id,))
+    return bool(row.fetchone()[0])  # type: ignore[index]
 
 
 def one_run(
@@ -115,25 +117,27 @@ def one_run(
             )  # fmt: skip
         held = asyncio.run(_defer(app_module, "hold", 4, seconds=vt * 3))
         deadline = time.monotonic() + 30
-        while len(_deadlines(server.url, held)) < 4:
-            if time.monotonic() > deadline:
-                raise SystemExit(f"the worker claimed nothing:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.1)
+        with psycopg.connect(server.url, autocommit=True) as conn:
+            while len(_deadlines(conn, held)) < 4:
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"the worker claimed nothing:\n{log_path.read_text()[-3000:]}")
+                time.sleep(0.1)
         time.sleep(1.0)
         server.stop()
         time.sleep(outage_s)
         server.start()
         ready = time.time()
-        seen = _deadlines(server.url, held)
-        marked = asyncio.run(_defer(app_module, "mark", 1))[0]
-        beat_at = done_at = None
-        while time.time() - ready < vt and (beat_at is None or done_at is None):
-            now = _deadlines(server.url, held)
-            if beat_at is None and any(now.get(i, 0) > seen.get(i, 0) + 0.5 for i in held):
-                beat_at = time.time()
-            if done_at is None and not _pending(server.url, marked):
-                done_at = time.time()
-            time.sleep(0.05)
+        with psycopg.connect(server.url, autocommit=True) as conn:  # one for the polls
+            seen = _deadlines(conn, held)
+            marked = asyncio.run(_defer(app_module, "mark", 1))[0]
+            beat_at = done_at = None
+            while time.time() - ready < vt and (beat_at is None or done_at is None):
+                now = _deadlines(conn, held)
+                if beat_at is None and any(now.get(i, 0) > seen.get(i, 0) + 0.5 for i in held):
+                    beat_at = time.time()
+                if done_at is None and not _pending(conn, marked):
+                    done_at = time.time()
+                time.sleep(0.05)
         worker.kill()  # its held jobs run for minutes: no graceful stop
         worker.wait(30)
         if logs is not None:
